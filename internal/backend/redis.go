@@ -1,0 +1,177 @@
+package backend
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed scripts/acquire.lua
+	acquireSrc string
+	//go:embed scripts/renew.lua
+	renewSrc string
+	//go:embed scripts/release.lua
+	releaseSrc string
+	//go:embed scripts/abandon.lua
+	abandonSrc string
+
+	acquireScript = redis.NewScript(acquireSrc)
+	renewScript   = redis.NewScript(renewSrc)
+	releaseScript = redis.NewScript(releaseSrc)
+	abandonScript = redis.NewScript(abandonSrc)
+)
+
+// Layout maps names to Redis keys (DESIGN.md section 3). Every key of one
+// name carries the name as a Cluster hash tag, so each script touches one
+// slot.
+type Layout struct {
+	Prefix string
+}
+
+// Lease is the key holding the lease's token: P{N}.
+func (l Layout) Lease(name string) string { return l.Prefix + "{" + name + "}" }
+
+// Fence is the key of the name's fencing counter: P{N}:fence.
+func (l Layout) Fence(name string) string { return l.Prefix + "{" + name + "}:fence" }
+
+// Channel is the name's release channel: P{N}:released.
+func (l Layout) Channel(name string) string { return l.Prefix + "{" + name + "}:released" }
+
+// Abandoned is the marker that makes acquire.lua refuse a token its sender
+// gave up: P{N}:abandoned:<token>.
+func (l Layout) Abandoned(name, token string) string {
+	return l.Prefix + "{" + name + "}:abandoned:" + token
+}
+
+// Redis is the Backend over one Redis deployment reached through a go-redis
+// UniversalClient (a single server, a Sentinel failover client or a Cluster).
+type Redis struct {
+	client redis.UniversalClient
+	layout Layout
+}
+
+// NewRedis returns a Redis backend storing keys under prefix.
+func NewRedis(client redis.UniversalClient, prefix string) *Redis {
+	return &Redis{client: client, layout: Layout{Prefix: prefix}}
+}
+
+// Layout returns the key layout the backend uses.
+func (r *Redis) Layout() Layout { return r.layout }
+
+// Acquire runs acquire.lua: one round trip once the script is cached.
+func (r *Redis) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Acquisition, error) {
+	keys := []string{r.layout.Lease(name), r.layout.Fence(name), r.layout.Abandoned(name, token)}
+	vals, err := acquireScript.Run(ctx, r.client, keys, token, ttl.Milliseconds()).Int64Slice()
+	if err != nil {
+		return Acquisition{}, fmt.Errorf("acquire script: %w", err)
+	}
+	if len(vals) != 2 {
+		return Acquisition{}, fmt.Errorf("acquire script: unexpected reply %v", vals)
+	}
+	if vals[0] == 1 {
+		return Acquisition{Acquired: true, Fence: vals[1]}, nil
+	}
+	if vals[1] < 0 {
+		return Acquisition{HolderTTL: -1}, nil
+	}
+	return Acquisition{HolderTTL: time.Duration(vals[1]) * time.Millisecond}, nil
+}
+
+// Abandon runs abandon.lua.
+func (r *Redis) Abandon(ctx context.Context, name, token string, ttl time.Duration) error {
+	keys := []string{r.layout.Lease(name), r.layout.Abandoned(name, token)}
+	err := abandonScript.Run(ctx, r.client, keys, token, r.layout.Channel(name), ttl.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("abandon script: %w", err)
+	}
+	return nil
+}
+
+// Renew runs renew.lua for every item in one pipeline (go-redis splits a
+// Cluster pipeline per node, one round trip each).
+func (r *Redis) Renew(ctx context.Context, items []Item, errs []error) {
+	r.pipelined(ctx, renewScript, items, errs, func(it Item) (string, []any) {
+		return r.layout.Lease(it.Name), []any{it.Token, it.TTL.Milliseconds()}
+	})
+}
+
+// Release runs release.lua for every item in one pipeline.
+func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
+	r.pipelined(ctx, releaseScript, items, errs, func(it Item) (string, []any) {
+		return r.layout.Lease(it.Name), []any{it.Token, r.layout.Channel(it.Name)}
+	})
+}
+
+// pipelined sends script once per item with EVALSHA in one pipeline, and
+// once more with EVAL for the items the server answered NOSCRIPT (after a
+// restart or SCRIPT FLUSH). Each script returns 1 (done) or 0 (not held).
+func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Item, errs []error, args func(Item) (string, []any)) {
+	if len(items) != len(errs) {
+		panic("backend: len(items) != len(errs)")
+	}
+	if len(items) == 0 {
+		return
+	}
+	cmds := make([]*redis.Cmd, len(items))
+	keys := make([]string, len(items))
+	argv := make([][]any, len(items))
+	for i, it := range items {
+		keys[i], argv[i] = args(it)
+	}
+	// The pipeline's own error repeats the first failed command's error;
+	// every command carries its own, which is what we report.
+	_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i := range items {
+			cmds[i] = script.EvalSha(ctx, p, keys[i:i+1], argv[i]...)
+		}
+		return nil
+	})
+	var missing []int
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) > 0 {
+		_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, i := range missing {
+				cmds[i] = script.Eval(ctx, p, keys[i:i+1], argv[i]...)
+			}
+			return nil
+		})
+	}
+	for i, cmd := range cmds {
+		errs[i] = scriptResult(cmd)
+	}
+}
+
+func scriptResult(cmd *redis.Cmd) error {
+	n, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return err
+	case n == 1:
+		return nil
+	case n == 0:
+		return ErrNotHeld
+	default:
+		return errors.New("unexpected script reply " + strconv.FormatInt(n, 10))
+	}
+}
+
+// MaybeApplied reports whether err leaves it unknown if the server executed
+// the command: everything but an error reply from the server itself (a
+// timeout, a cancelled context, a broken connection).
+func MaybeApplied(err error) bool {
+	if err == nil {
+		return false
+	}
+	var reply redis.Error
+	return !errors.As(err, &reply)
+}

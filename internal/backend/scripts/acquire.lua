@@ -1,0 +1,32 @@
+-- acquire.lua: take a free name and hand out its next fencing token.
+--
+-- KEYS[1]  the lease key, P{N}
+-- KEYS[2]  the fencing counter, P{N}:fence (never expires)
+-- KEYS[3]  the marker abandon.lua leaves for this token, P{N}:abandoned:<token>
+-- ARGV[1]  the new holder's random token
+-- ARGV[2]  the TTL in milliseconds
+--
+-- Returns  {1, fence} when the name was free and is now held by ARGV[1];
+--          {0, pttl}  when anything holds the name (a lease or a lock of another
+--                     kind): pttl is its remaining TTL in milliseconds, -1 when it
+--                     has no expiry;
+--          {0, -2}    when its sender already gave this token up (the request
+--                     arrived after abandon.lua ran): nothing is touched.
+--
+-- The counter is seeded from the server clock in microseconds when it is
+-- missing, so a restart that lost every key still hands out larger tokens
+-- than before (unless the Redis host's clock went backwards).
+local pttl = redis.call('PTTL', KEYS[1])
+if pttl ~= -2 then
+  return {0, pttl}
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {0, -2}
+end
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  local now = redis.call('TIME')
+  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+end
+local fence = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return {1, fence}

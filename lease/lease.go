@@ -1,0 +1,157 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/watchdog"
+)
+
+// A Lease is a held name. Its context is cancelled when the lease ends: lost,
+// released, or its manager closed. All methods are safe for concurrent use.
+type Lease struct {
+	m                *Manager
+	name             string
+	token            string
+	fence            int64
+	explicitInterval bool
+	entry            *watchdog.Entry
+	ctx              context.Context
+	cancel           context.CancelCauseFunc
+
+	mu  sync.Mutex
+	err error // why it ended; nil while held
+}
+
+// Name returns the name the lease holds.
+func (l *Lease) Name() string { return l.name }
+
+// Token returns the lease's random token (128 bits from crypto/rand, hex):
+// the proof of ownership that release and renewal compare against.
+func (l *Lease) Token() string { return l.token }
+
+// Fence returns the fencing token of this acquisition: strictly greater
+// than every fencing token handed out before for the name, even across a
+// Redis restart that lost all data. A resource that may see writes from a
+// holder that paused past its lease rejects those carrying a smaller fence.
+func (l *Lease) Fence() int64 { return l.fence }
+
+// Context returns a context cancelled when the lease ends, no later than
+// its local deadline; context.Cause returns ErrLost, ErrReleased or
+// ErrClosed. It carries the values of the context passed to Acquire.
+func (l *Lease) Context() context.Context { return l.ctx }
+
+// Done is Context().Done().
+func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+
+// Err returns nil while the lease is held, then ErrLost, ErrReleased or
+// ErrClosed.
+func (l *Lease) Err() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err
+}
+
+// Deadline returns the lease's local deadline: the time by which its context
+// is cancelled unless a renewal succeeds, computed as the send time of the
+// last successful acquire or renewal, plus its TTL, minus the drift margin.
+// The server keeps the key at least until then.
+func (l *Lease) Deadline() time.Time { return l.entry.Deadline() }
+
+// Extend sets the lease's remaining TTL on the server to at least ttl (it
+// never shortens it) and makes ttl the TTL of later renewals, which then run
+// every ttl/3 unless an interval was chosen; the local deadline moves as for
+// a renewal. An error wrapping ErrNotHeld means the lease was no longer held
+// (if Extend found it taken over, the lease is lost). Any other error leaves
+// it unknown whether the server applied the TTL; the local deadline does not
+// move.
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	a := l.m.cfg.acquireConfig
+	a.ttl, a.interval = ttl, 0
+	if l.explicitInterval {
+		a.interval = l.entry.Interval()
+	}
+	if err := l.m.cfg.check(&a); err != nil {
+		return err
+	}
+	if err := l.Err(); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, err)
+	}
+	item := l.item()
+	item.TTL = ttl
+	errs := make([]error, 1)
+	sent := time.Now()
+	l.m.be.Renew(ctx, []backend.Item{item}, errs)
+	switch {
+	case errors.Is(errs[0], backend.ErrNotHeld):
+		if l.m.wd.Remove(l.entry) == nil {
+			l.lost(watchdog.ErrTakenOver)
+		}
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
+	case errs[0] != nil:
+		return fmt.Errorf("tenure: extend %q: %w", l.name, errs[0])
+	}
+	if err := l.m.wd.Extended(l.entry, sent, ttl, a.renewInterval()); err != nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
+	}
+	return nil
+}
+
+// Release ends the lease: its context is cancelled with ErrReleased, then
+// the name is deleted on the server if, and only if, this lease's token
+// still holds it, and waiters are told. Releasing a lease that is no longer
+// held is harmless and returns an error wrapping ErrNotHeld. Any other error
+// means the delete's outcome is unknown: the lease is ended locally all the
+// same and the key expires by its TTL.
+func (l *Lease) Release(ctx context.Context) error {
+	if reason := l.m.wd.Remove(l.entry); reason != nil {
+		l.lost(reason)
+	}
+	if !l.end(ErrReleased) {
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
+	}
+	errs := make([]error, 1)
+	l.m.be.Release(ctx, []backend.Item{l.item()}, errs)
+	switch {
+	case errors.Is(errs[0], backend.ErrNotHeld):
+		return fmt.Errorf("%w: %q: it was taken over or had expired", ErrNotHeld, l.name)
+	case errs[0] != nil:
+		return fmt.Errorf("tenure: release %q: %w", l.name, errs[0])
+	}
+	return nil
+}
+
+// item names the lease for the backend.
+func (l *Lease) item() backend.Item { return backend.Item{Name: l.name, Token: l.token} }
+
+// end records why the lease ended and cancels its context, once; it reports
+// whether this call ended it.
+func (l *Lease) end(cause error) bool {
+	l.mu.Lock()
+	if l.err != nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.err = cause
+	l.mu.Unlock()
+	l.cancel(cause)
+	m := l.m
+	m.mu.Lock()
+	delete(m.held, l)
+	m.mu.Unlock()
+	return true
+}
+
+// lost is the watchdog's loss callback.
+func (l *Lease) lost(reason error) {
+	if errors.Is(reason, watchdog.ErrClosed) {
+		return
+	}
+	if l.end(ErrLost) {
+		l.m.cfg.logger.Warn("tenure: lease lost", "name", l.name, "fence", l.fence, "cause", reason)
+	}
+}

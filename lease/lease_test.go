@@ -1,0 +1,833 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// allowance is the scheduling slack granted to "no later than" checks: the
+// time between a timer firing and its goroutine running, under -race on a
+// loaded two-core machine.
+const allowance = 100 * time.Millisecond
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func newManager(t testing.TB, c redis.UniversalClient, opts ...lease.Option) *lease.Manager {
+	t.Helper()
+	m, err := lease.New(c, append([]lease.Option{lease.WithLogger(quiet)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// endedAt records when ctx was cancelled.
+func endedAt(ctx context.Context) func() (time.Time, bool) {
+	var mu sync.Mutex
+	var at time.Time
+	context.AfterFunc(ctx, func() {
+		mu.Lock()
+		at = time.Now()
+		mu.Unlock()
+	})
+	return func() (time.Time, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return at, !at.IsZero()
+	}
+}
+
+func waitDone(t *testing.T, l *lease.Lease, within time.Duration) {
+	t.Helper()
+	select {
+	case <-l.Done():
+	case <-time.After(within):
+		t.Fatalf("lease %q still live after %v", l.Name(), within)
+	}
+}
+
+// checker records critical sections per name and reports overlaps and
+// fences that do not strictly increase.
+type checker struct {
+	mu       sync.Mutex
+	inside   map[string]string // name -> holder inside
+	last     map[string]int64
+	sections int
+	errs     []string
+}
+
+func newChecker() *checker {
+	return &checker{inside: map[string]string{}, last: map[string]int64{}}
+}
+
+func (c *checker) enter(name, holder string, fence int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if other, ok := c.inside[name]; ok {
+		c.errs = append(c.errs, fmt.Sprintf("%s: %s entered while %s was inside", name, holder, other))
+	}
+	if fence <= c.last[name] {
+		c.errs = append(c.errs, fmt.Sprintf("%s: fence %d after %d", name, fence, c.last[name]))
+	}
+	c.inside[name], c.last[name] = holder, fence
+	c.sections++
+}
+
+func (c *checker) leave(name, holder string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.inside[name] == holder {
+		delete(c.inside, name)
+	}
+}
+
+func TestMutualExclusionUnderContention(t *testing.T) {
+	srv := redistest.Start(t)
+	chk := newChecker()
+	names := []string{"alpha", "beta"}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	var lost atomic.Int64
+	for mi := range 3 {
+		m := newManager(t, srv.Client(t), lease.WithTTL(time.Second))
+		for g := range 16 {
+			holder := fmt.Sprintf("m%d/g%d", mi, g)
+			wg.Go(func() {
+				for ctx.Err() == nil {
+					name := names[rand.IntN(len(names))]
+					l, err := m.Acquire(ctx, name)
+					if err != nil {
+						if ctx.Err() == nil {
+							t.Errorf("%s: acquire: %v", holder, err)
+						}
+						return
+					}
+					chk.enter(name, holder, l.Fence())
+					time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+					// Leave before releasing: once the delete reaches the
+					// server, another holder may enter.
+					chk.leave(name, holder)
+					if l.Err() != nil {
+						lost.Add(1)
+					}
+					if err := l.Release(context.Background()); err != nil {
+						t.Errorf("%s: release: %v", holder, err)
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, e := range chk.errs {
+		t.Error(e)
+	}
+	if chk.sections < 100 {
+		t.Errorf("only %d critical sections: the test exercised nothing", chk.sections)
+	}
+	if lost.Load() != 0 {
+		t.Errorf("%d leases lost without any fault", lost.Load())
+	}
+	t.Logf("%d critical sections, no overlap", chk.sections)
+}
+
+func TestLossByPartitionCancelsBeforeServerExpiry(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	cut := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	t.Cleanup(func() { _ = cut.Close() })
+	ttl := time.Second
+	a := newManager(t, cut, lease.WithTTL(ttl), lease.WithOpTimeout(200*time.Millisecond))
+	b := newManager(t, srv.Client(t), lease.WithTTL(ttl))
+	ctx := context.Background()
+
+	la, err := a.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	aEnded := endedAt(la.Context())
+	time.Sleep(ttl / 2) // a renewal or so
+	proxy.BlackHole(true)
+	defer proxy.BlackHole(false)
+	deadline := la.Deadline()
+
+	lb, err := b.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := time.Now()
+	defer lb.Release(ctx)
+	at, done := aEnded()
+	if !done {
+		t.Fatal("B acquired while A's lease context was still live")
+	}
+	if !errors.Is(context.Cause(la.Context()), lease.ErrLost) || la.Err() != lease.ErrLost {
+		t.Fatalf("cause %v, Err %v", context.Cause(la.Context()), la.Err())
+	}
+	if at.After(deadline.Add(allowance)) {
+		t.Fatalf("A cancelled %v after its own deadline", at.Sub(deadline))
+	}
+	if !at.Before(got) {
+		t.Fatalf("A cancelled at %v, after B acquired at %v", at, got)
+	}
+	if lb.Fence() <= la.Fence() {
+		t.Fatalf("fence %d after %d", lb.Fence(), la.Fence())
+	}
+}
+
+func TestLossByTakeover(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	interval := 200 * time.Millisecond
+	m := newManager(t, srv.Client(t), lease.WithTTL(time.Second), lease.WithRenewInterval(interval))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "tenure:{job}"
+	if got := raw.Get(ctx, key).Val(); got != l.Token() {
+		t.Fatalf("key holds %q, want the token", got)
+	}
+	raw.Del(ctx, key)
+	raw.Set(ctx, key, "intruder", time.Minute)
+	taken := time.Now()
+	waitDone(t, l, interval+allowance+50*time.Millisecond)
+	if time.Since(taken) > interval+allowance {
+		t.Fatalf("loss detected after %v", time.Since(taken))
+	}
+	if context.Cause(l.Context()) != lease.ErrLost {
+		t.Fatalf("cause %v", context.Cause(l.Context()))
+	}
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Release = %v, want ErrNotHeld", err)
+	}
+	if got := raw.Get(ctx, key).Val(); got != "intruder" {
+		t.Fatalf("Release touched the other holder's key: %q", got)
+	}
+}
+
+func TestReleaseBeforeDetectionLeavesTakeoverInPlace(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t), lease.WithTTL(10*time.Second))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Set(ctx, "tenure:{job}", "intruder", time.Minute) // before any renewal
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Release = %v, want ErrNotHeld", err)
+	}
+	if got := raw.Get(ctx, "tenure:{job}").Val(); got != "intruder" {
+		t.Fatalf("key %q", got)
+	}
+	if err := l.Extend(ctx, time.Minute); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Extend after release = %v", err)
+	}
+}
+
+func TestPausedRedisCancelsByLocalDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	ttl := 600 * time.Millisecond
+	m := newManager(t, srv.Client(t), lease.WithTTL(ttl), lease.WithOpTimeout(200*time.Millisecond))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended := endedAt(l.Context())
+	time.Sleep(ttl / 2)
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := l.Deadline()
+	waitDone(t, l, ttl+allowance)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	at, _ := ended()
+	if at.After(deadline.Add(allowance)) {
+		t.Fatalf("cancelled %v after the local deadline", at.Sub(deadline))
+	}
+	if l.Err() != lease.ErrLost {
+		t.Fatalf("Err %v", l.Err())
+	}
+}
+
+func TestFenceGrowsAcrossRestartWithoutPersistence(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	m := newManager(t, c)
+	ctx := context.Background()
+	var last int64
+	for range 5 {
+		l, err := m.Acquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l.Fence() <= last {
+			t.Fatalf("fence %d after %d", l.Fence(), last)
+		}
+		last = l.Fence()
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.DBSize(ctx).Val(); n != 0 {
+		t.Fatalf("restart kept %d keys: not a data-losing restart", n)
+	}
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() <= last {
+		t.Fatalf("fence %d after restart, not above %d", l.Fence(), last)
+	}
+}
+
+func TestRenewalKeepsLeaseAcrossTenTTLs(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	ttl := 200 * time.Millisecond
+	m := newManager(t, srv.Client(t), lease.WithTTL(ttl))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Deadline()
+	time.Sleep(10 * ttl)
+	if l.Err() != nil {
+		t.Fatalf("lost: %v", l.Err())
+	}
+	if !l.Deadline().After(first.Add(8 * ttl)) {
+		t.Fatalf("deadline did not follow renewals: %v then %v", first, l.Deadline())
+	}
+	if pttl := raw.PTTL(ctx, "tenure:{job}").Val(); pttl <= 0 {
+		t.Fatalf("server TTL %v", pttl)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("key left after release")
+	}
+	if context.Cause(l.Context()) != lease.ErrReleased {
+		t.Fatalf("cause %v", context.Cause(l.Context()))
+	}
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("second Release = %v", err)
+	}
+}
+
+func TestCloseReleasesEverything(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m, err := lease.New(srv.Client(t), lease.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	var leases []*lease.Lease
+	for i := range 50 {
+		l, err := m.Acquire(ctx, fmt.Sprint("job-", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		leases = append(leases, l)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range leases {
+		if context.Cause(l.Context()) != lease.ErrClosed {
+			t.Fatalf("%s: cause %v", l.Name(), context.Cause(l.Context()))
+		}
+	}
+	if keys := raw.Keys(ctx, "tenure:{*}").Val(); len(keys) != 0 {
+		t.Fatalf("left %d lease keys after Close: %v", len(keys), keys[:1])
+	}
+	if _, err := m.Acquire(ctx, "job-0"); !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Acquire after Close = %v", err)
+	}
+	if err := m.Close(); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	// goleak in TestMain checks that nothing is left running.
+}
+
+func TestCloseWakesWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	other := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	if _, err := other.Acquire(ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(ctx, "job")
+		errc <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	_ = m.Close()
+	select {
+	case err := <-errc:
+		if !errors.Is(err, lease.ErrClosed) {
+			t.Fatalf("waiter got %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter not woken by Close")
+	}
+}
+
+func TestAcquireHonoursContext(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := m.Acquire(cancelled, "job"); !errors.Is(err, context.Canceled) || !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("Acquire with cancelled ctx = %v", err)
+	}
+	if n := srv.Client(t).Exists(context.Background(), "tenure:{job}").Val(); n != 0 {
+		t.Fatal("a cancelled Acquire took the name")
+	}
+
+	holder, err := m.Acquire(context.Background(), "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Release(context.Background())
+	ctx, stop := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer stop()
+	start := time.Now()
+	_, err = m.Acquire(ctx, "job")
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("Acquire = %v", err)
+	}
+	if waited := time.Since(start); waited > time.Second {
+		t.Fatalf("Acquire returned %v after its context ended", waited-100*time.Millisecond)
+	}
+}
+
+func TestAcquireCtxBoundsWaitNotLease(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t), lease.WithTTL(300*time.Millisecond))
+	type key struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(context.Background(), key{}, "trace"))
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	time.Sleep(time.Second)
+	if l.Err() != nil {
+		t.Fatalf("cancelling Acquire's ctx ended the lease: %v", l.Err())
+	}
+	if l.Context().Value(key{}) != "trace" {
+		t.Fatal("lease context lost the values of Acquire's ctx")
+	}
+}
+
+func TestTryAcquire(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	l, err := m.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TryAcquire(ctx, "job"); !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("second TryAcquire = %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TryAcquire(ctx, "job"); err != nil {
+		t.Fatalf("TryAcquire after release = %v", err)
+	}
+}
+
+// A waiter whose backoff step is an hour still takes the name when the
+// holder dies without releasing: steps are capped by the holder's TTL.
+func TestWaitIsCappedByHolderTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	dead := newManager(t, srv.Client(t))
+	if _, err := dead.Acquire(ctx, "job", lease.WithTTL(300*time.Millisecond), lease.WithAutoRenew(false)); err != nil {
+		t.Fatal(err)
+	}
+	hour := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }
+	m := newManager(t, srv.Client(t), lease.WithBackOff(hour))
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if _, err := m.Acquire(wctx, "job"); err != nil {
+		t.Fatalf("waiter did not get the expired name: %v", err)
+	}
+}
+
+func TestBackOffStopGivesUp(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	stop := func() backoff.BackOff { return backoff.WithMaxRetries(backoff.NewConstantBackOff(time.Millisecond), 3) }
+	if _, err := m.Acquire(ctx, "job", lease.WithBackOff(stop)); !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("Acquire = %v", err)
+	}
+}
+
+func TestNoRenewLeaseExpires(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job", lease.WithTTL(300*time.Millisecond), lease.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, l, time.Second)
+	if l.Err() != lease.ErrLost {
+		t.Fatalf("Err %v", l.Err())
+	}
+	time.Sleep(50 * time.Millisecond)
+	if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("key outlived its TTL")
+	}
+}
+
+func TestExtend(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job", lease.WithTTL(time.Second), lease.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if err := l.Extend(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if pttl := raw.PTTL(ctx, "tenure:{job}").Val(); pttl < 9*time.Second {
+		t.Fatalf("server TTL %v after Extend(10s)", pttl)
+	}
+	if d := l.Deadline(); d.Before(before.Add(9*time.Second)) || d.After(time.Now().Add(10*time.Second)) {
+		t.Fatalf("deadline %v", time.Until(d))
+	}
+	// A shorter TTL never shortens the lease on the server (S8).
+	if err := l.Extend(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if pttl := raw.PTTL(ctx, "tenure:{job}").Val(); pttl < 9*time.Second {
+		t.Fatalf("Extend(1s) shortened the server TTL to %v", pttl)
+	}
+	if err := l.Extend(ctx, time.Millisecond); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Fatalf("Extend(1ms) = %v", err)
+	}
+}
+
+func TestDoReleasesAndReportsLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t), lease.WithTTL(time.Second), lease.WithRenewInterval(100*time.Millisecond))
+	ctx := context.Background()
+
+	boom := errors.New("boom")
+	err := m.Do(ctx, "job", func(ctx context.Context) error {
+		if raw.Exists(ctx, "tenure:{job}").Val() != 1 {
+			t.Error("fn ran without the lease")
+		}
+		return boom
+	})
+	if err != boom {
+		t.Fatalf("Do = %v, want fn's error", err)
+	}
+	if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("Do left the lease behind")
+	}
+
+	err = m.Do(ctx, "job", func(ctx context.Context) error {
+		raw.Set(ctx, "tenure:{job}", "intruder", time.Minute)
+		<-ctx.Done()
+		if context.Cause(ctx) != lease.ErrLost {
+			t.Errorf("fn's cause %v", context.Cause(ctx))
+		}
+		return nil
+	})
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Do after loss = %v", err)
+	}
+	if raw.Get(ctx, "tenure:{job}").Val() != "intruder" {
+		t.Fatal("Do released another holder's lease")
+	}
+
+	cctx, cancel := context.WithCancel(ctx)
+	err = m.Do(cctx, "other", func(ctx context.Context) error {
+		cancel()
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if !errors.Is(err, context.Canceled) || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Do with cancelled ctx = %v", err)
+	}
+	if raw.Exists(ctx, "tenure:{other}").Val() != 0 {
+		t.Fatal("Do did not release after its ctx was cancelled")
+	}
+}
+
+func TestDoReleasesOnPanic(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t))
+	func() {
+		defer func() { _ = recover() }()
+		_ = m.Do(context.Background(), "job", func(context.Context) error { panic("boom") })
+	}()
+	if raw.Exists(context.Background(), "tenure:{job}").Val() != 0 {
+		t.Fatal("a panicking fn left its lease behind")
+	}
+}
+
+// The local deadline counts from when the acquire was sent, not answered.
+func TestDeadlineCountsFromSend(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	proxy.SetLatency(150 * time.Millisecond) // each way
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = slow.Close() })
+	ttl := 2 * time.Second
+	m := newManager(t, slow, lease.WithTTL(ttl))
+	ctx := context.Background()
+	if err := slow.Ping(ctx).Err(); err != nil { // connect first: dialling is not the request
+		t.Fatal(err)
+	}
+	before := time.Now()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	if after.Sub(before) < 300*time.Millisecond {
+		t.Fatalf("round trip %v: the proxy added no latency", after.Sub(before))
+	}
+	drift := ttl/100 + 2*time.Millisecond
+	if d := l.Deadline(); d.After(before.Add(ttl - drift + 20*time.Millisecond)) {
+		t.Fatalf("deadline %v after send+ttl-drift: counted from the reply", d.Sub(before.Add(ttl-drift)))
+	}
+	if d := l.Deadline(); !d.Before(before.Add(ttl)) {
+		t.Fatal("deadline not before send time + TTL")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// An Acquire that times out may still be applied by the server later (S7):
+// here the server is paused, so both the timed-out request and the
+// manager's clean-up wait in its socket buffers and run on resume, in either
+// order. Neither order may leave a phantom lease blocking the name for its
+// TTL.
+func TestTimedOutAcquireLeavesNoPhantom(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	c := srv.Client(t)
+	m := newManager(t, c, lease.WithTTL(time.Minute))
+	bg := context.Background()
+	for _, cl := range []*redis.Client{raw, c} {
+		if err := cl.Ping(bg).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 100*time.Millisecond)
+	defer cancel()
+	if _, err := m.Acquire(ctx, "job"); err == nil {
+		t.Fatal("Acquire succeeded on a paused server")
+	}
+	time.Sleep(200 * time.Millisecond) // the clean-up is sent meanwhile
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	// Both requests run as soon as the server resumes.
+	time.Sleep(500 * time.Millisecond)
+	if raw.Exists(bg, "tenure:{job}").Val() != 0 {
+		t.Fatal("a phantom lease blocks the name after a timed-out Acquire")
+	}
+	applied := raw.Exists(bg, "tenure:{job}:fence").Val() == 1
+	marked := len(raw.Keys(bg, "tenure:{job}:abandoned:*").Val()) == 1
+	if !applied && !marked {
+		t.Fatal("neither the acquire nor the clean-up reached the server: the test proved nothing")
+	}
+	t.Logf("acquire applied before its clean-up: %v", applied)
+	if _, err := m.TryAcquire(bg, "job"); err != nil {
+		t.Fatalf("name not free: %v", err)
+	}
+}
+
+// countingHook counts the commands a client sends.
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func TestBadInputFailsBeforeAnyRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	hook := &countingHook{}
+	c.AddHook(hook)
+
+	badOptions := map[string][]lease.Option{
+		"zero TTL":               {lease.WithTTL(0)},
+		"negative TTL":           {lease.WithTTL(-time.Second)},
+		"TTL below 10ms":         {lease.WithTTL(9 * time.Millisecond)},
+		"interval at half TTL":   {lease.WithTTL(time.Second), lease.WithRenewInterval(500 * time.Millisecond)},
+		"interval above TTL":     {lease.WithTTL(time.Second), lease.WithRenewInterval(2 * time.Second)},
+		"zero interval":          {lease.WithRenewInterval(0)},
+		"negative drift":         {lease.WithDrift(0.01, -time.Millisecond)},
+		"drift factor 1":         {lease.WithDrift(1, 0)},
+		"drift factor NaN":       {lease.WithDrift(nanFloat(), 0)},
+		"drift eats the renewal": {lease.WithTTL(time.Second), lease.WithDrift(0.5, 200*time.Millisecond)},
+		"prefix with brace":      {lease.WithKeyPrefix("a{b")},
+		"nil logger":             {lease.WithLogger(nil)},
+		"nil backoff":            {lease.WithBackOff(nil)},
+		"nil option":             {nil},
+		"zero op timeout":        {lease.WithOpTimeout(0)},
+	}
+	for name, opts := range badOptions {
+		if _, err := lease.New(c, opts...); !errors.Is(err, lease.ErrInvalidOption) {
+			t.Errorf("%s: New = %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := lease.New(nil); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("nil client: %v", err)
+	}
+	var nilClient *redis.Client
+	if _, err := lease.New(nilClient); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("typed nil client: %v", err)
+	}
+
+	m := newManager(t, c)
+	ctx := context.Background()
+	badNames := map[string]string{
+		"empty":    "",
+		"too long": strings.Repeat("x", lease.MaxNameLen+1),
+		"not UTF8": "bad\xff",
+	}
+	for what, name := range badNames {
+		if _, err := m.Acquire(ctx, name); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("Acquire(%s) = %v", what, err)
+		}
+		if _, err := m.TryAcquire(ctx, name); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("TryAcquire(%s) = %v", what, err)
+		}
+		if err := m.Do(ctx, name, func(context.Context) error { return nil }); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("Do(%s) = %v", what, err)
+		}
+	}
+	if _, err := m.Acquire(ctx, "ok", lease.WithTTL(time.Millisecond)); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("Acquire with 1ms TTL = %v", err)
+	}
+	if _, err := m.Acquire(ctx, "ok", lease.WithTTL(time.Second), lease.WithRenewInterval(time.Second)); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("Acquire with interval = TTL: %v", err)
+	}
+	if err := m.Do(ctx, "ok", nil); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("Do(nil fn) = %v", err)
+	}
+	if n := hook.n.Load(); n != 0 {
+		t.Fatalf("bad input sent %d commands to Redis", n)
+	}
+	if _, err := m.Acquire(ctx, strings.Repeat("x", lease.MaxNameLen)); err != nil {
+		t.Fatalf("a name of exactly MaxNameLen bytes: %v", err)
+	}
+	if hook.n.Load() == 0 {
+		t.Fatal("the hook counts nothing: the test proved nothing")
+	}
+}
+
+func nanFloat() float64 {
+	zero := 0.0
+	return zero / zero
+}
+
+func TestKeyPrefixSeparatesManagers(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := context.Background()
+	a := newManager(t, srv.Client(t), lease.WithKeyPrefix("app1:"))
+	b := newManager(t, srv.Client(t), lease.WithKeyPrefix("app2:"))
+	if _, err := a.TryAcquire(ctx, "job"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryAcquire(ctx, "job"); err != nil {
+		t.Fatalf("different prefixes collided: %v", err)
+	}
+	if srv.Client(t).Exists(ctx, "app1:{job}", "app2:{job}").Val() != 2 {
+		t.Fatal("keys not under their prefixes")
+	}
+}
+
+// A name held by a key of another type (a hash, say) is held: acquire
+// waits, and nothing fails with WRONGTYPE.
+func TestNameHeldByOtherTypeIsHeld(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	ctx := context.Background()
+	raw.HSet(ctx, "tenure:{job}", "owner", 1)
+	raw.PExpire(ctx, "tenure:{job}", 300*time.Millisecond)
+	m := newManager(t, srv.Client(t))
+	if _, err := m.TryAcquire(ctx, "job"); !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("TryAcquire over a hash = %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	l, err := m.Acquire(wctx, "job")
+	if err != nil {
+		t.Fatalf("Acquire after the hash expired: %v", err)
+	}
+	raw.Del(ctx, "tenure:{job}")
+	raw.HSet(ctx, "tenure:{job}", "owner", 1)
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Release over a hash = %v", err)
+	}
+	if raw.Type(ctx, "tenure:{job}").Val() != "hash" {
+		t.Fatal("Release touched the hash")
+	}
+}

@@ -1,0 +1,355 @@
+package lease
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/watchdog"
+)
+
+// A Manager acquires leases on one Redis deployment and keeps them alive
+// with one watchdog: a fixed handful of goroutines, whatever the number of
+// leases held. It is safe for concurrent use. Close releases what it holds.
+type Manager struct {
+	be  backend.Backend
+	wd  *watchdog.Watchdog
+	cfg config
+
+	mu      sync.Mutex
+	held    map[*Lease]struct{}
+	closed  bool
+	closing chan struct{} // closed by Close: wakes waiters
+	bg      sync.WaitGroup
+}
+
+// New returns a Manager over client, which the caller keeps and closes after
+// the Manager. Options are validated here: a bad value is an error wrapping
+// ErrInvalidOption. New makes no round trip.
+//
+// For a context to bound each round trip, and not only the wait between
+// attempts, create the client with ContextTimeoutEnabled: without it go-redis
+// bounds a stalled command by its ReadTimeout alone. Lease contexts are
+// cancelled by their local deadlines either way.
+func New(client redis.UniversalClient, opts ...Option) (*Manager, error) {
+	if client == nil || isNilPointer(client) {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
+	}
+	cfg, err := buildConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return newManager(backend.NewRedis(client, cfg.prefix), cfg), nil
+}
+
+func isNilPointer(v any) bool {
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}
+
+func buildConfig(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if o == nil {
+			return config{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.applyManager(&cfg); err != nil {
+			return config{}, err
+		}
+	}
+	if err := cfg.check(&cfg.acquireConfig); err != nil {
+		return config{}, err
+	}
+	return cfg, nil
+}
+
+func newManager(be backend.Backend, cfg config) *Manager {
+	return &Manager{
+		be:      be,
+		wd:      watchdog.New(be, watchdog.Config{Drift: cfg.drift}),
+		cfg:     cfg,
+		held:    make(map[*Lease]struct{}),
+		closing: make(chan struct{}),
+	}
+}
+
+// acquireConfig validates name and opts and returns the settings for one
+// acquisition.
+func (m *Manager) acquireConfig(name string, opts []AcquireOption) (acquireConfig, error) {
+	if err := checkName(name); err != nil {
+		return acquireConfig{}, err
+	}
+	a := m.cfg.acquireConfig
+	for _, o := range opts {
+		if o == nil {
+			return acquireConfig{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.applyAcquire(&a); err != nil {
+			return acquireConfig{}, err
+		}
+	}
+	if err := m.cfg.check(&a); err != nil {
+		return acquireConfig{}, err
+	}
+	return a, nil
+}
+
+// TryAcquire makes one attempt to acquire name: it returns ErrNotAcquired at
+// once if the name is held.
+func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	a, err := m.acquireConfig(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, _, err := m.try(ctx, name, a)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNotAcquired, name)
+	}
+	return l, nil
+}
+
+// Acquire waits until it holds name or ctx ends. ctx bounds the wait only:
+// cancelling it after Acquire returned does not release the lease, whose
+// context keeps ctx's values (trace spans) but not its cancellation.
+//
+// While the name is held, Acquire retries after each step of the backoff
+// policy (WithBackOff), never sleeping past the holder's remaining TTL. A
+// server error or an unknown outcome ends the wait with that error. When ctx
+// ends first the error wraps both ErrNotAcquired and ctx's error.
+func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	a, err := m.acquireConfig(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		policy backoff.BackOff
+		timer  *time.Timer
+	)
+	for {
+		l, holderTTL, err := m.try(ctx, name, a)
+		if l != nil || err != nil {
+			return l, err
+		}
+		if policy == nil {
+			policy = a.newBackOff()
+		}
+		wait := policy.NextBackOff()
+		if wait == backoff.Stop {
+			return nil, fmt.Errorf("%w: %q: the backoff policy gave up", ErrNotAcquired, name)
+		}
+		// Keys expire at millisecond granularity; a millisecond more makes
+		// sure the holder's key is gone when we look again.
+		if holderTTL >= 0 && holderTTL+time.Millisecond < wait {
+			wait = holderTTL + time.Millisecond
+		}
+		if timer == nil {
+			timer = time.NewTimer(wait)
+			defer timer.Stop()
+		} else {
+			timer.Reset(wait)
+		}
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
+		case <-m.closing:
+			return nil, ErrClosed
+		}
+	}
+}
+
+// try makes one attempt. It returns the lease, or when the name is held
+// (or the attempt came back too late to use) the holder's remaining TTL
+// (negative if unknown), or an error.
+func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease, time.Duration, error) {
+	if err := m.checkOpen(); err != nil {
+		return nil, 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
+	}
+	token := newToken()
+	sent := time.Now()
+	res, err := m.be.Acquire(ctx, name, token, a.ttl)
+	if err != nil {
+		if backend.MaybeApplied(err) {
+			// S7: the server may have executed the attempt, or may yet:
+			// take our token back so that no phantom lease blocks the name.
+			m.abandon(name, token, a.ttl)
+		}
+		if ctx.Err() != nil {
+			return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, errors.Join(context.Cause(ctx), err))
+		}
+		return nil, 0, fmt.Errorf("tenure: acquire %q: %w", name, err)
+	}
+	if !res.Acquired {
+		return nil, res.HolderTTL, nil
+	}
+	l := &Lease{m: m, name: name, token: token, fence: res.Fence, explicitInterval: a.interval > 0}
+	if time.Since(sent) >= a.ttl-m.cfg.drift(a.ttl) {
+		// The reply took longer than the lease may be trusted for: it is
+		// useless, and holding it would only block the name.
+		m.releaseLater(l.item())
+		return nil, 0, nil
+	}
+	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		l.cancel(ErrClosed)
+		m.releaseLater(l.item())
+		return nil, 0, ErrClosed
+	}
+	item := l.item()
+	item.TTL = a.ttl
+	l.entry, err = m.wd.Add(item, sent, a.renewInterval(), !a.noRenew, l.lost)
+	if err != nil { // the watchdog closes only after m.closed is set
+		panic("tenure: watchdog closed while the manager is open")
+	}
+	m.held[l] = struct{}{}
+	return l, 0, nil
+}
+
+func (m *Manager) checkOpen() error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// inBackground runs a best-effort clean-up round trip, bounded by the op
+// timeout, that no caller waits for: a failure only leaves a key to expire
+// by its TTL. Close waits for it.
+func (m *Manager) inBackground(what, name string, op func(ctx context.Context) error) {
+	m.bg.Add(1)
+	go func() {
+		defer m.bg.Done()
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout)
+		defer cancel()
+		if err := op(ctx); err != nil && !errors.Is(err, backend.ErrNotHeld) {
+			m.cfg.logger.Debug("tenure: "+what+" failed; the key expires by its TTL", "name", name, "error", err)
+		}
+	}()
+}
+
+// abandon takes back an acquire whose outcome is unknown (S7).
+func (m *Manager) abandon(name, token string, ttl time.Duration) {
+	m.inBackground("abandoning an unanswered acquire", name, func(ctx context.Context) error {
+		return m.be.Abandon(ctx, name, token, ttl)
+	})
+}
+
+// releaseLater releases a lease nobody will use.
+func (m *Manager) releaseLater(item backend.Item) {
+	m.inBackground("clean-up release", item.Name, func(ctx context.Context) error {
+		errs := make([]error, 1)
+		m.be.Release(ctx, []backend.Item{item}, errs)
+		return errs[0]
+	})
+}
+
+// Do acquires name (waiting as Acquire does), runs fn under the lease and
+// releases it when fn returns, even if fn panics. fn's context is cancelled
+// when ctx ends or the lease is lost; its cause tells which. Do returns fn's
+// error; when the lease ended before fn returned, the error also wraps
+// ErrLost (or ErrClosed), even if fn returned nil.
+func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrInvalidOption)
+	}
+	l, err := m.Acquire(ctx, name, opts...)
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(l.Context())
+	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
+	defer func() {
+		stop()
+		cancel(nil)
+		ended := l.Err()
+		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.opTimeout)
+		defer rcancel()
+		if rerr := l.Release(rctx); rerr != nil && ended == nil {
+			// The work is done; a failed release only leaves the name
+			// blocked until its TTL runs out.
+			m.cfg.logger.Warn("tenure: release after Do failed; the lease expires by its TTL",
+				"name", name, "fence", l.fence, "error", rerr)
+		}
+		if ended != nil {
+			if err != nil {
+				err = fmt.Errorf("%w (and the lease on %q ended before it returned: %w)", err, name, ended)
+			} else {
+				err = fmt.Errorf("tenure: lease on %q ended before the work returned: %w", name, ended)
+			}
+		}
+	}()
+	return fn(fnCtx)
+}
+
+// Close cancels every lease the manager holds (with cause ErrClosed),
+// releases them in one pipelined round trip per batch, stops the watchdog
+// and waits for every goroutine the manager started. Waiting Acquire calls
+// return ErrClosed. Close does not close the Redis client. It returns the
+// release errors, if any; a second Close returns nil.
+func (m *Manager) Close() error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	close(m.closing)
+	leases := make([]*Lease, 0, len(m.held))
+	for l := range m.held {
+		leases = append(leases, l)
+	}
+	m.mu.Unlock()
+
+	// Work stops first, then the names are freed.
+	items := make([]backend.Item, 0, len(leases))
+	for _, l := range leases {
+		if l.end(ErrClosed) {
+			items = append(items, l.item())
+		}
+	}
+	m.wd.Close()
+
+	var errs []error
+	const batch = 1000
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout)
+	defer cancel()
+	res := make([]error, min(batch, len(items)))
+	for len(items) > 0 {
+		n := min(batch, len(items))
+		m.be.Release(ctx, items[:n], res[:n])
+		for i, err := range res[:n] {
+			if err != nil && !errors.Is(err, backend.ErrNotHeld) {
+				errs = append(errs, fmt.Errorf("tenure: release %q on close: %w", items[i].Name, err))
+			}
+		}
+		items = items[n:]
+	}
+	m.bg.Wait()
+	return errors.Join(errs...)
+}
+
+// newToken returns 128 random bits from crypto/rand, hex-encoded.
+func newToken() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,267 @@
+package lease
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Limits checked before any round trip.
+const (
+	// MinTTL is the shortest TTL accepted: below it the drift margin and
+	// the scheduler's own latency leave no room for a renewal.
+	MinTTL = 10 * time.Millisecond
+	// MaxNameLen is the longest name accepted, in bytes.
+	MaxNameLen = 1024
+)
+
+// Defaults.
+const (
+	DefaultTTL         = 30 * time.Second
+	DefaultKeyPrefix   = "tenure:"
+	DefaultDriftFactor = 0.01
+	DefaultDriftExtra  = 2 * time.Millisecond
+)
+
+// An Option configures a Manager (New). Some options, such as WithTTL, are
+// also AcquireOptions and then override the manager's value for one lease.
+type Option interface {
+	applyManager(*config) error
+}
+
+// An AcquireOption configures one Acquire, TryAcquire or Do.
+type AcquireOption interface {
+	applyAcquire(*acquireConfig) error
+}
+
+// A CommonOption sets a manager's default in New and overrides it for one
+// lease in Acquire, TryAcquire or Do.
+type CommonOption interface {
+	Option
+	AcquireOption
+}
+
+// config is the manager's validated configuration.
+type config struct {
+	acquireConfig
+	prefix      string
+	driftFactor float64
+	driftExtra  time.Duration
+	logger      *slog.Logger
+	opTimeout   time.Duration
+}
+
+// acquireConfig is what one acquisition uses; the manager's config supplies
+// the defaults.
+type acquireConfig struct {
+	ttl        time.Duration
+	interval   time.Duration // 0: ttl/3
+	noRenew    bool
+	newBackOff func() backoff.BackOff
+}
+
+func defaultConfig() config {
+	return config{
+		acquireConfig: acquireConfig{ttl: DefaultTTL, newBackOff: defaultBackOff},
+		prefix:        DefaultKeyPrefix,
+		driftFactor:   DefaultDriftFactor,
+		driftExtra:    DefaultDriftExtra,
+		logger:        slog.Default(),
+		opTimeout:     5 * time.Second,
+	}
+}
+
+// defaultBackOff is the pause between attempts while waiting for a held
+// name: short first, since a holder often releases soon, growing so that
+// many waiters do not hammer the server. Every step is also capped by the
+// holder's remaining TTL.
+func defaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval = 5 * time.Millisecond
+	b.RandomizationFactor = 0.5
+	b.Multiplier = 1.5
+	b.MaxInterval = 250 * time.Millisecond
+	b.MaxElapsedTime = 0 // the caller's context bounds the wait
+	b.Reset()
+	return b
+}
+
+// drift is the margin between a TTL and the local deadline (S2).
+func (c *config) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*c.driftFactor) + c.driftExtra
+}
+
+// renewInterval is the interval a lease with this configuration renews at.
+func (a *acquireConfig) renewInterval() time.Duration {
+	if a.interval > 0 {
+		return a.interval
+	}
+	return a.ttl / 3
+}
+
+// check validates the timing of one lease: TTL, renewal interval and the
+// drift margin must leave the renewal time to happen before the deadline.
+func (c *config) check(a *acquireConfig) error {
+	if a.ttl < MinTTL {
+		return fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalidOption, a.ttl, MinTTL)
+	}
+	iv := a.renewInterval()
+	if iv <= 0 || iv >= a.ttl/2 {
+		return fmt.Errorf("%w: renewal interval %v must be above 0 and below half the TTL %v", ErrInvalidOption, iv, a.ttl)
+	}
+	if d := c.drift(a.ttl); d >= a.ttl-iv {
+		return fmt.Errorf("%w: drift %v leaves no time to renew a %v TTL every %v", ErrInvalidOption, d, a.ttl, iv)
+	}
+	return nil
+}
+
+// ttlOption is both an Option and an AcquireOption.
+type ttlOption time.Duration
+
+func (o ttlOption) applyManager(c *config) error { return o.applyAcquire(&c.acquireConfig) }
+func (o ttlOption) applyAcquire(a *acquireConfig) error {
+	if time.Duration(o) <= 0 {
+		return fmt.Errorf("%w: TTL must be positive, got %v", ErrInvalidOption, time.Duration(o))
+	}
+	a.ttl = time.Duration(o)
+	return nil
+}
+
+// WithTTL sets how long a lease lives on the server without renewal
+// (default 30s, at least MinTTL). As an AcquireOption it overrides the
+// manager's TTL for one lease.
+func WithTTL(ttl time.Duration) CommonOption {
+	return ttlOption(ttl)
+}
+
+type intervalOption time.Duration
+
+func (o intervalOption) applyManager(c *config) error { return o.applyAcquire(&c.acquireConfig) }
+func (o intervalOption) applyAcquire(a *acquireConfig) error {
+	if time.Duration(o) <= 0 {
+		return fmt.Errorf("%w: renewal interval must be positive, got %v", ErrInvalidOption, time.Duration(o))
+	}
+	a.interval = time.Duration(o)
+	return nil
+}
+
+// WithRenewInterval sets how often the watchdog renews a lease (default a
+// third of the TTL; it must be below half the TTL, so that one failed
+// renewal still leaves time for another). As an AcquireOption it overrides
+// the manager's interval for one lease.
+func WithRenewInterval(d time.Duration) CommonOption {
+	return intervalOption(d)
+}
+
+type backOffOption func() backoff.BackOff
+
+func (o backOffOption) applyManager(c *config) error { return o.applyAcquire(&c.acquireConfig) }
+func (o backOffOption) applyAcquire(a *acquireConfig) error {
+	if o == nil {
+		return fmt.Errorf("%w: nil backoff factory", ErrInvalidOption)
+	}
+	a.newBackOff = o
+	return nil
+}
+
+// WithBackOff sets the pauses between attempts while Acquire waits for a
+// held name. newBackOff is called once per Acquire for a fresh policy; each
+// pause is also capped by the holder's remaining TTL. When the policy
+// returns backoff.Stop, Acquire gives up with ErrNotAcquired. As an
+// AcquireOption it overrides the manager's policy for one Acquire.
+func WithBackOff(newBackOff func() backoff.BackOff) CommonOption {
+	return backOffOption(newBackOff)
+}
+
+type autoRenewOption bool
+
+func (o autoRenewOption) applyAcquire(a *acquireConfig) error {
+	a.noRenew = !bool(o)
+	return nil
+}
+
+// WithAutoRenew(false) turns the watchdog's renewal off for one lease: it
+// then lives for its TTL unless extended with Lease.Extend, and its context
+// is still cancelled at its local deadline.
+func WithAutoRenew(on bool) AcquireOption { return autoRenewOption(on) }
+
+type managerOption func(*config) error
+
+func (o managerOption) applyManager(c *config) error { return o(c) }
+
+// WithKeyPrefix sets the prefix of every Redis key and channel the manager
+// uses (default "tenure:"). Managers that must exclude each other use the
+// same prefix. It may not contain '{' or '}', which would break the Cluster
+// hash tag that keeps a name's keys in one slot.
+func WithKeyPrefix(prefix string) Option {
+	return managerOption(func(c *config) error {
+		if strings.ContainsAny(prefix, "{}") {
+			return fmt.Errorf("%w: key prefix %q contains a brace", ErrInvalidOption, prefix)
+		}
+		if !utf8.ValidString(prefix) {
+			return fmt.Errorf("%w: key prefix is not valid UTF-8", ErrInvalidOption)
+		}
+		c.prefix = prefix
+		return nil
+	})
+}
+
+// WithDrift sets the margin subtracted from every TTL to get a lease's local
+// deadline: ttl*factor + extra (default 0.01 and 2ms, Redlock's clock drift
+// factor). Raise it when the holder's clock or scheduler may run late
+// against the Redis host's; factor must be in [0, 1) and extra not negative.
+func WithDrift(factor float64, extra time.Duration) Option {
+	return managerOption(func(c *config) error {
+		if !(factor >= 0 && factor < 1) {
+			return fmt.Errorf("%w: drift factor %v must be in [0, 1)", ErrInvalidOption, factor)
+		}
+		if extra < 0 {
+			return fmt.Errorf("%w: drift %v must not be negative", ErrInvalidOption, extra)
+		}
+		c.driftFactor, c.driftExtra = factor, extra
+		return nil
+	})
+}
+
+// WithLogger sets where the manager logs (default slog.Default()): a lease
+// lost is a warning; nothing is logged per renewal above Debug.
+func WithLogger(l *slog.Logger) Option {
+	return managerOption(func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalidOption)
+		}
+		c.logger = l
+		return nil
+	})
+}
+
+// WithOpTimeout bounds the round trips the manager makes on its own, with no
+// caller's context to bound them: releases on Close, after Do, and the
+// clean-up after an Acquire whose outcome is unknown (default 5s).
+func WithOpTimeout(d time.Duration) Option {
+	return managerOption(func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("%w: op timeout must be positive, got %v", ErrInvalidOption, d)
+		}
+		c.opTimeout = d
+		return nil
+	})
+}
+
+// checkName rejects names that cannot make a sound key, before any round
+// trip.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidName, len(name), MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidName, name)
+	}
+	return nil
+}

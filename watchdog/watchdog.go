@@ -1,0 +1,471 @@
+// Package watchdog keeps leases alive and decides when they are lost. It owns
+// time: each lease's local deadline, the renewal schedule, batching, retry and
+// loss. It knows no Redis command; storage is a backend.Backend.
+//
+// One Watchdog serves any number of leases with a fixed number of goroutines:
+// a scheduler that sleeps until the earliest renewal or deadline, and a small
+// pool of workers that renew due leases together, one pipelined round trip
+// per batch. Its cost grows with renewals per second, not with leases held.
+//
+// The rules it enforces (DESIGN.md S2, S4, S7):
+//
+//   - A lease's local deadline is sent + ttl − drift(ttl), where sent is when
+//     the request that set the TTL was sent, not when it was answered. A
+//     successful renewal moves it forward by the same rule; it never moves
+//     back.
+//   - A renewal answered "not held" loses the lease at once.
+//   - A renewal that fails or times out moves nothing, and is retried with
+//     backoff until the local deadline.
+//   - At the local deadline a lease is lost, whether or not any answer came.
+package watchdog
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/tenure-go/tenure/internal/backend"
+)
+
+// Reasons a lease is lost, passed to the loss callback.
+var (
+	// ErrTakenOver: a renewal found the lease deleted or held by another token.
+	ErrTakenOver = errors.New("renewal found the lease gone or held by another token")
+	// ErrExpired: the local deadline passed without a successful renewal.
+	ErrExpired = errors.New("local deadline passed without a successful renewal")
+	// ErrClosed: the watchdog is closed.
+	ErrClosed = errors.New("watchdog closed")
+)
+
+// Config tunes a Watchdog. Zero fields take their defaults.
+type Config struct {
+	// Drift returns the safety margin subtracted from a TTL to get a local
+	// deadline. Required.
+	Drift func(ttl time.Duration) time.Duration
+	// BatchSize caps the renewals in one pipelined round trip (default 1000).
+	BatchSize int
+	// Workers is how many batches may be in flight at once (default 4).
+	Workers int
+	// RetryMin is the first delay before retrying a failed renewal; it
+	// doubles on each failure up to a quarter of the lease's renewal
+	// interval (default 10ms).
+	RetryMin time.Duration
+}
+
+// Watchdog renews registered leases and reports their loss.
+type Watchdog struct {
+	be   backend.Backend
+	cfg  Config
+	base time.Time // monotonic origin for all times kept as int64 nanoseconds
+
+	mu     sync.Mutex
+	queue  entryHeap
+	ready  []*Entry // due for renewal, waiting for a worker
+	closed bool
+
+	kick   chan struct{} // wakes the scheduler: the earliest event moved
+	work   chan struct{} // wakes a worker: ready is not empty
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+type state uint8
+
+const (
+	idle     state = iota // waiting for its next renewal
+	inflight              // in a batch being renewed
+	done                  // lost or removed
+)
+
+const never = math.MaxInt64
+
+// Entry is one lease under the watchdog. Its fields belong to the Watchdog
+// and are guarded by its mutex.
+type Entry struct {
+	item     backend.Item
+	interval time.Duration
+	renew    bool
+	onLost   func(reason error)
+	w        *Watchdog
+
+	deadline int64 // local deadline, nanoseconds since w.base
+	next     int64 // next renewal attempt, nanoseconds since w.base; never when not renewing
+	attempt  uint8 // failed renewals in a row
+	state    state
+	index    int // in w.queue; -1 when not queued
+	reason   error
+}
+
+// New starts a Watchdog over be. Close stops it.
+func New(be backend.Backend, cfg Config) *Watchdog {
+	if cfg.Drift == nil {
+		panic("watchdog: Config.Drift is required")
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = 1000
+	}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 4
+	}
+	if cfg.RetryMin <= 0 {
+		cfg.RetryMin = 10 * time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watchdog{
+		be:     be,
+		cfg:    cfg,
+		base:   time.Now(),
+		kick:   make(chan struct{}, 1),
+		work:   make(chan struct{}, cfg.Workers),
+		ctx:    ctx,
+		cancel: cancel,
+	}
+	w.wg.Add(1 + cfg.Workers)
+	go w.schedule()
+	for range cfg.Workers {
+		go w.worker()
+	}
+	return w
+}
+
+func (w *Watchdog) at(t time.Time) int64 { return int64(t.Sub(w.base)) }
+
+func (w *Watchdog) now() int64 { return w.at(time.Now()) }
+
+func (w *Watchdog) time(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
+
+// Add puts a lease under the watchdog. sent is when the request that set its
+// TTL (item.TTL) was sent. With renew false the lease is not renewed, but is
+// still lost at its local deadline. onLost is called at most once, from a
+// watchdog goroutine, never after Remove returned nil nor after Close
+// returned; it must not
+// block.
+//
+// The caller must not pass a lease whose reply came after its deadline;
+// such a lease is lost at once.
+func (w *Watchdog) Add(item backend.Item, sent time.Time, interval time.Duration, renew bool, onLost func(reason error)) (*Entry, error) {
+	e := &Entry{item: item, interval: interval, renew: renew, onLost: onLost, w: w, index: -1}
+	s := w.at(sent)
+	e.deadline = s + int64(item.TTL-w.cfg.Drift(item.TTL))
+	e.next = never
+	if renew {
+		e.next = s + int64(interval)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return nil, ErrClosed
+	}
+	w.push(e)
+	return e, nil
+}
+
+// Deadline returns the lease's local deadline: its context must be
+// cancelled no later than this.
+func (e *Entry) Deadline() time.Time {
+	w := e.w
+	w.mu.Lock()
+	d := e.deadline
+	w.mu.Unlock()
+	return w.time(d)
+}
+
+// Interval returns the lease's renewal interval.
+func (e *Entry) Interval() time.Duration {
+	e.w.mu.Lock()
+	defer e.w.mu.Unlock()
+	return e.interval
+}
+
+// Remove takes the lease from the watchdog: no renewal is sent and onLost is
+// not called after it returns. It returns nil if the lease was still held,
+// else the reason it was lost (or ErrClosed).
+func (w *Watchdog) Remove(e *Entry) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e.state == done {
+		return e.reason
+	}
+	w.finish(e, nil)
+	return nil
+}
+
+// Extended records a successful explicit renewal sent at sent with ttl: the
+// deadline moves forward by the usual rule and later renewals use ttl and
+// interval. It returns the loss reason when the lease is no longer watched.
+func (w *Watchdog) Extended(e *Entry, sent time.Time, ttl, interval time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if e.state == done {
+		return e.reason
+	}
+	e.item.TTL = ttl
+	e.interval = interval
+	s := w.at(sent)
+	if d := s + int64(ttl-w.cfg.Drift(ttl)); d > e.deadline {
+		e.deadline = d
+	}
+	if e.state == idle && e.renew {
+		e.next = s + int64(interval)
+		e.attempt = 0
+	}
+	w.requeue(e)
+	return nil
+}
+
+// Close stops every goroutine of the watchdog and returns the leases it
+// still held, which it no longer watches: the caller releases them.
+func (w *Watchdog) Close() []backend.Item {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	w.closed = true
+	var held []backend.Item
+	for _, e := range w.queue {
+		held = append(held, e.item)
+		e.state, e.reason, e.index = done, ErrClosed, -1
+	}
+	w.queue = nil
+	w.ready = nil
+	w.mu.Unlock()
+	w.cancel()
+	w.wg.Wait()
+	return held
+}
+
+// key is when the scheduler must next look at e.
+func (e *Entry) key() int64 {
+	if e.state == idle && e.next < e.deadline {
+		return e.next
+	}
+	return e.deadline
+}
+
+func (w *Watchdog) push(e *Entry) {
+	heap.Push(&w.queue, e)
+	if e.index == 0 {
+		w.wake()
+	}
+}
+
+// requeue restores e's place in the queue after its key changed.
+func (w *Watchdog) requeue(e *Entry) {
+	if e.index < 0 {
+		return
+	}
+	heap.Fix(&w.queue, e.index)
+	if e.index == 0 {
+		w.wake()
+	}
+}
+
+// finish marks e done with reason (nil: removed) and drops it from the queue.
+func (w *Watchdog) finish(e *Entry, reason error) {
+	e.state, e.reason = done, reason
+	if e.index >= 0 {
+		heap.Remove(&w.queue, e.index)
+	}
+}
+
+func (w *Watchdog) wake() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// schedule is the scheduler goroutine: it loses leases at their deadlines
+// and hands due renewals to the workers.
+func (w *Watchdog) schedule() {
+	defer w.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	var lost []*Entry
+	for {
+		w.mu.Lock()
+		now := w.now()
+		lost = lost[:0]
+		due := false
+		for len(w.queue) > 0 {
+			e := w.queue[0]
+			if e.deadline <= now {
+				w.finish(e, ErrExpired)
+				lost = append(lost, e)
+				continue
+			}
+			// Renew what is due, and with it whatever falls due within a
+			// fifth of its interval, so that leases taken around the same
+			// time share round trips from then on.
+			if e.state != idle || e.next == never || e.next-now > int64(e.interval/5) || (!due && e.next > now) {
+				break
+			}
+			due = true
+			heap.Pop(&w.queue)
+			e.state = inflight
+			w.ready = append(w.ready, e)
+			heap.Push(&w.queue, e) // keyed by its deadline while in flight
+		}
+		wait := time.Hour
+		if len(w.queue) > 0 {
+			wait = time.Duration(w.queue[0].key() - now)
+		}
+		batches := (len(w.ready) + w.cfg.BatchSize - 1) / w.cfg.BatchSize
+		w.mu.Unlock()
+
+		for _, e := range lost {
+			e.onLost(ErrExpired)
+		}
+		for range min(batches, w.cfg.Workers) {
+			select {
+			case w.work <- struct{}{}:
+			default:
+			}
+		}
+		timer.Reset(wait)
+		select {
+		case <-timer.C:
+		case <-w.kick:
+			if !timer.Stop() {
+				select {
+				case <-timer.C:
+				default:
+				}
+			}
+		case <-w.ctx.Done():
+			return
+		}
+	}
+}
+
+// worker renews batches from w.ready until it is empty, then sleeps.
+func (w *Watchdog) worker() {
+	defer w.wg.Done()
+	var (
+		batch []*Entry
+		items []backend.Item
+		errs  []error
+		lost  []*Entry
+	)
+	for {
+		select {
+		case <-w.work:
+		case <-w.ctx.Done():
+			return
+		}
+		for {
+			w.mu.Lock()
+			n := min(len(w.ready), w.cfg.BatchSize)
+			batch, items = batch[:0], items[:0]
+			// The request is abandoned, and the batch retried, at the
+			// earliest of its leases' deadlines or half their interval:
+			// waiting longer cannot save the lease, and a fresh attempt may
+			// find a server that came back.
+			now, limit := w.now(), int64(never)
+			for _, e := range w.ready[:n] {
+				batch = append(batch, e)
+				items = append(items, e.item)
+				limit = min(limit, e.deadline, now+int64(e.interval/2))
+			}
+			clear(w.ready[:n])
+			w.ready = w.ready[n:]
+			more := len(w.ready) > 0
+			w.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			if more {
+				select {
+				case w.work <- struct{}{}:
+				default:
+				}
+			}
+
+			if cap(errs) < n {
+				errs = make([]error, n)
+			}
+			errs = errs[:n]
+			clear(errs)
+			sent := time.Now()
+			ctx, cancel := context.WithDeadline(w.ctx, w.time(limit))
+			w.be.Renew(ctx, items, errs)
+			cancel()
+			lost = w.settle(batch, errs, w.at(sent), lost[:0])
+			for _, e := range lost {
+				e.onLost(ErrTakenOver)
+			}
+		}
+	}
+}
+
+// settle applies a batch's results and returns the leases found lost.
+func (w *Watchdog) settle(batch []*Entry, errs []error, sent int64, lost []*Entry) []*Entry {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.now()
+	for i, e := range batch {
+		if e.state != inflight {
+			continue // removed, lost at its deadline, or closed meanwhile
+		}
+		switch err := errs[i]; {
+		case err == nil:
+			if d := sent + int64(e.item.TTL-w.cfg.Drift(e.item.TTL)); d > e.deadline {
+				e.deadline = d
+			}
+			e.next = sent + int64(e.interval)
+			e.attempt = 0
+		case errors.Is(err, backend.ErrNotHeld):
+			w.finish(e, ErrTakenOver)
+			lost = append(lost, e)
+			continue
+		default:
+			e.next = now + int64(w.retryDelay(e))
+			e.attempt = min(e.attempt+1, 30)
+		}
+		e.state = idle
+		w.requeue(e)
+	}
+	return lost
+}
+
+// retryDelay is the pause before the next attempt after e.attempt+1 failed
+// renewals in a row: exponential from RetryMin up to a quarter of the
+// interval, with jitter so that many leases do not retry in lockstep.
+func (w *Watchdog) retryDelay(e *Entry) time.Duration {
+	d := w.cfg.RetryMin << min(e.attempt, 20)
+	if c := e.interval / 4; d > c {
+		d = max(c, time.Millisecond)
+	}
+	return d/2 + rand.N(d/2+1)
+}
+
+// entryHeap orders entries by key, earliest first.
+type entryHeap []*Entry
+
+func (h entryHeap) Len() int           { return len(h) }
+func (h entryHeap) Less(i, j int) bool { return h[i].key() < h[j].key() }
+func (h entryHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index = i
+	h[j].index = j
+}
+func (h *entryHeap) Push(x any) {
+	e := x.(*Entry)
+	e.index = len(*h)
+	*h = append(*h, e)
+}
+func (h *entryHeap) Pop() any {
+	old := *h
+	n := len(old)
+	e := old[n-1]
+	old[n-1] = nil
+	e.index = -1
+	*h = old[:n-1]
+	return e
+}

@@ -1,0 +1,347 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/internal/backend"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
+
+// loss records one lease's loss.
+type loss struct {
+	mu     sync.Mutex
+	reason error
+	at     time.Time
+	calls  int
+}
+
+func (l *loss) record(reason error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reason, l.at = reason, time.Now()
+	l.calls++
+}
+
+func (l *loss) get() (error, time.Time, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.reason, l.at, l.calls
+}
+
+// hold acquires name on be and puts it under w.
+func hold(t *testing.T, w *Watchdog, be backend.Backend, name string, ttl, interval time.Duration) (*Entry, *loss) {
+	t.Helper()
+	tok := "tok-" + name
+	sent := time.Now()
+	res, err := be.Acquire(context.Background(), name, tok, ttl)
+	if err != nil || !res.Acquired {
+		t.Fatalf("acquire %s: %v %+v", name, err, res)
+	}
+	l := &loss{}
+	e, err := w.Add(backend.Item{Name: name, Token: tok, TTL: ttl}, sent, interval, true, l.record)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e, l
+}
+
+func TestRenewalKeepsLeaseAliveAcrossManyTTLs(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift})
+		defer w.Close()
+		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
+
+		time.Sleep(30 * time.Second) // ten TTLs
+		if reason, _, _ := l.get(); reason != nil {
+			t.Fatalf("lost: %v", reason)
+		}
+		if _, ttl, ok := fake.Holder("a"); !ok || ttl < 2*time.Second {
+			t.Fatalf("server TTL %v held %v", ttl, ok)
+		}
+		// Renewed every interval: 30 renewals in 30s (one per round).
+		if n := fake.Calls("renew"); n < 29 || n > 31 {
+			t.Fatalf("renew calls = %d, want ~30", n)
+		}
+		// The deadline follows the last renewal's send time.
+		if d := time.Until(e.Deadline()); d <= time.Second || d > 3*time.Second-drift(3*time.Second) {
+			t.Fatalf("deadline in %v", d)
+		}
+	})
+}
+
+func TestTakeoverLosesWithinOneInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift})
+		defer w.Close()
+		_, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
+
+		time.Sleep(1500 * time.Millisecond)
+		taken := time.Now()
+		fake.Set("a", "intruder", time.Minute)
+		time.Sleep(2 * time.Second)
+		reason, at, calls := l.get()
+		if !errors.Is(reason, ErrTakenOver) || calls != 1 {
+			t.Fatalf("reason %v calls %d", reason, calls)
+		}
+		if at.Sub(taken) > time.Second {
+			t.Fatalf("loss detected %v after takeover, more than one interval", at.Sub(taken))
+		}
+		if tok, _, _ := fake.Holder("a"); tok != "intruder" {
+			t.Fatalf("holder %q", tok)
+		}
+	})
+}
+
+func TestUnansweredRenewalsLoseAtLocalDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift})
+		defer w.Close()
+		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
+		time.Sleep(2500 * time.Millisecond) // renewed at 1s and 2s
+		deadline := e.Deadline()
+		fake.SetHang(true) // a paused server: no reply, no error
+		time.Sleep(5 * time.Second)
+
+		reason, at, _ := l.get()
+		if !errors.Is(reason, ErrExpired) {
+			t.Fatalf("reason %v", reason)
+		}
+		if !at.Equal(deadline) {
+			t.Fatalf("lost at %v, deadline %v", at, deadline)
+		}
+		// The server still had the key when the holder gave up.
+		if _, ttl, ok := fake.Holder("a"); ok && ttl < 0 {
+			t.Fatalf("ttl %v", ttl)
+		}
+		if want := 2*time.Second + 3*time.Second - drift(3*time.Second); at.Sub(deadline.Add(-want)) < 0 {
+			t.Fatalf("deadline %v earlier than expected", deadline)
+		}
+	})
+}
+
+func TestFailedRenewalsRetryUntilDeadlineAndRecover(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift})
+		defer w.Close()
+		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
+		start := e.Deadline()
+		fake.SetFault(func(op string) error { return errors.New("connection refused") })
+		time.Sleep(1800 * time.Millisecond)
+		if !e.Deadline().Equal(start) {
+			t.Fatal("a failed renewal moved the deadline")
+		}
+		failed := fake.Calls("renew")
+		if failed < 3 {
+			t.Fatalf("only %d attempts in 0.8s of failures: no retry", failed)
+		}
+		fake.SetFault(nil)
+		time.Sleep(10 * time.Second)
+		if reason, _, _ := l.get(); reason != nil {
+			t.Fatalf("lost after recovery: %v", reason)
+		}
+		if !e.Deadline().After(start) {
+			t.Fatal("deadline did not move after recovery")
+		}
+	})
+}
+
+// slow delays every call, as a slow network does, before the server applies it.
+type slow struct {
+	backend.Backend
+	delay time.Duration
+}
+
+func (s slow) Renew(ctx context.Context, items []backend.Item, errs []error) {
+	time.Sleep(s.delay)
+	s.Backend.Renew(ctx, items, errs)
+}
+
+func TestDeadlineCountsFromSend(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		be := slow{fake, 400 * time.Millisecond}
+		w := New(be, Config{Drift: drift})
+		defer w.Close()
+		ttl := 3 * time.Second
+		e, _ := hold(t, w, fake, "a", ttl, time.Second)
+		// First renewal sent at 1s, answered at 1.4s.
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+		sent := time.Now().Add(-500 * time.Millisecond)
+		if got, want := e.Deadline(), sent.Add(ttl-drift(ttl)); !got.Equal(want) {
+			t.Fatalf("deadline %v, want send+ttl-drift %v", got, want)
+		}
+	})
+}
+
+// applyThenFail applies renewals but reports a timeout, as a reply lost on
+// the way back does.
+type applyThenFail struct{ *backend.Fake }
+
+func (a applyThenFail) Renew(ctx context.Context, items []backend.Item, errs []error) {
+	a.Fake.Renew(ctx, items, errs)
+	fill := context.DeadlineExceeded
+	for i := range errs {
+		errs[i] = fill
+	}
+}
+
+func TestTimedOutRenewalNeverMovesDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(applyThenFail{fake}, Config{Drift: drift})
+		defer w.Close()
+		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
+		deadline := e.Deadline()
+		time.Sleep(5 * time.Second)
+		reason, at, _ := l.get()
+		if !errors.Is(reason, ErrExpired) || !at.Equal(deadline) {
+			t.Fatalf("reason %v at %v, deadline %v", reason, at, deadline)
+		}
+	})
+}
+
+func TestLateReplyAfterDeadlineDoesNotResurrect(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		be := slow{fake, 5 * time.Second} // answers long after the deadline
+		w := New(be, Config{Drift: drift})
+		defer w.Close()
+		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
+		time.Sleep(10 * time.Second)
+		reason, _, calls := l.get()
+		if !errors.Is(reason, ErrExpired) || calls != 1 {
+			t.Fatalf("reason %v calls %d", reason, calls)
+		}
+		if err := w.Remove(e); !errors.Is(err, ErrExpired) {
+			t.Fatalf("Remove after loss = %v", err)
+		}
+	})
+}
+
+func TestBatchesShareRoundTrips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift, BatchSize: 1000})
+		defer w.Close()
+		const n = 10_000
+		losses := make([]*loss, n)
+		for i := range n {
+			_, losses[i] = hold(t, w, fake, fmt.Sprint("lease-", i), 30*time.Second, 10*time.Second)
+			if i%1000 == 999 {
+				time.Sleep(time.Second / 4) // spread over 2.5s, a quarter of an interval
+			}
+		}
+		before := fake.Calls("renew")
+		time.Sleep(35 * time.Second) // at least three rounds
+		rounds := fake.Calls("renew") - before
+		// 10,000 leases in batches of 1000, acquired within a quarter
+		// interval: 10 round trips a round, 3 or 4 rounds, not 10,000.
+		if rounds > 4*n/1000+20 {
+			t.Fatalf("%d renewal round trips for %d leases over ~3 rounds", rounds, n)
+		}
+		for i, l := range losses {
+			if reason, _, _ := l.get(); reason != nil {
+				t.Fatalf("lease %d lost: %v", i, reason)
+			}
+		}
+	})
+}
+
+func TestRemoveStopsRenewalAndLossCallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift})
+		defer w.Close()
+		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
+		if err := w.Remove(e); err != nil {
+			t.Fatal(err)
+		}
+		n := fake.Calls("renew")
+		time.Sleep(10 * time.Second)
+		if fake.Calls("renew") != n {
+			t.Fatal("renewed after Remove")
+		}
+		if _, _, calls := l.get(); calls != 0 {
+			t.Fatal("loss reported after Remove")
+		}
+	})
+}
+
+func TestNoRenewLeaseLosesAtDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift})
+		defer w.Close()
+		sent := time.Now()
+		_, _ = fake.Acquire(context.Background(), "a", "t", 3*time.Second)
+		l := &loss{}
+		e, _ := w.Add(backend.Item{Name: "a", Token: "t", TTL: 3 * time.Second}, sent, time.Second, false, l.record)
+		time.Sleep(10 * time.Second)
+		reason, at, _ := l.get()
+		if !errors.Is(reason, ErrExpired) || !at.Equal(e.Deadline()) || fake.Calls("renew") != 0 {
+			t.Fatalf("reason %v at %v deadline %v renewals %d", reason, at, e.Deadline(), fake.Calls("renew"))
+		}
+	})
+}
+
+func TestExtendedMovesDeadlineForwardOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift})
+		defer w.Close()
+		e, _ := hold(t, w, fake, "a", 3*time.Second, time.Second)
+		d0 := e.Deadline()
+		if err := w.Extended(e, time.Now(), time.Second, 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if !e.Deadline().Equal(d0) {
+			t.Fatal("a shorter extension moved the deadline back")
+		}
+		if err := w.Extended(e, time.Now(), 10*time.Second, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if want := time.Now().Add(10*time.Second - drift(10*time.Second)); !e.Deadline().Equal(want) {
+			t.Fatalf("deadline %v want %v", e.Deadline(), want)
+		}
+	})
+}
+
+func TestCloseReturnsHeldAndStops(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(fake, Config{Drift: drift})
+		_, l1 := hold(t, w, fake, "a", 3*time.Second, time.Second)
+		e2, _ := hold(t, w, fake, "b", 3*time.Second, time.Second)
+		_ = w.Remove(e2)
+		held := w.Close()
+		if len(held) != 1 || held[0].Name != "a" {
+			t.Fatalf("held %+v", held)
+		}
+		if _, err := w.Add(backend.Item{Name: "c", TTL: time.Second}, time.Now(), 300*time.Millisecond, true, func(error) {}); !errors.Is(err, ErrClosed) {
+			t.Fatalf("Add after Close: %v", err)
+		}
+		time.Sleep(10 * time.Second)
+		if _, _, calls := l1.get(); calls != 0 {
+			t.Fatal("loss reported after Close")
+		}
+		if w.Close() != nil {
+			t.Fatal("second Close returned leases")
+		}
+	})
+}
