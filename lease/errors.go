@@ -21,8 +21,9 @@ var (
 	ErrReleased = errors.New("tenure: lease released")
 	// ErrClosed: the manager was closed.
 	ErrClosed = errors.New("tenure: manager closed")
-	// ErrInvalidName: a name is empty, longer than MaxNameLen bytes, or not
-	// valid UTF-8.
+	// ErrInvalidName: a name is empty, longer than MaxNameLen bytes, not
+	// valid UTF-8, or starts with '}' (which would break the Cluster hash
+	// tag that keeps a name's keys in one slot).
 	ErrInvalidName = errors.New("tenure: invalid lease name")
 	// ErrInvalidOption: an option's value is out of range.
 	ErrInvalidOption = errors.New("tenure: invalid option")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,7 +21,24 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// The examples talk to a server of the test binary's own.
+	srv, err := redistest.StartServer(redistest.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	redisAddr = srv.Addr()
+	code := m.Run()
+	_ = srv.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 // allowance is the scheduling slack granted to "no later than" checks: the
 // time between a timer firing and its goroutine running, under -race on a
@@ -751,6 +769,7 @@ func TestBadInputFailsBeforeAnyRoundTrip(t *testing.T) {
 		"empty":    "",
 		"too long": strings.Repeat("x", lease.MaxNameLen+1),
 		"not UTF8": "bad\xff",
+		"brace":    "}job",
 	}
 	for what, name := range badNames {
 		if _, err := m.Acquire(ctx, name); !errors.Is(err, lease.ErrInvalidName) {
@@ -829,5 +848,34 @@ func TestNameHeldByOtherTypeIsHeld(t *testing.T) {
 	}
 	if raw.Type(ctx, "tenure:{job}").Val() != "hash" {
 		t.Fatal("Release touched the hash")
+	}
+}
+
+// After SCRIPT FLUSH (or a restart that kept the data), renewal and release
+// fall back from EVALSHA to EVAL and keep working.
+func TestScriptFlushDoesNotBreakRenewal(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t), lease.WithTTL(300*time.Millisecond))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if l.Err() != nil {
+		t.Fatalf("lost after SCRIPT FLUSH: %v", l.Err())
+	}
+	if err := raw.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("key left after release")
 	}
 }

@@ -262,6 +262,10 @@ func checkName(name string) error {
 		return fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidName, len(name), MaxNameLen)
 	case !utf8.ValidString(name):
 		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidName, name)
+	case name[0] == '}':
+		// The key P{N} would have an empty Cluster hash tag, and the
+		// name's keys would scatter over slots.
+		return fmt.Errorf("%w: %q starts with '}'", ErrInvalidName, name)
 	}
 	return nil
 }

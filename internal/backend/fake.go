@@ -14,9 +14,9 @@ type Fake struct {
 	keys      map[string]fakeKey
 	fences    map[string]int64
 	abandoned map[string]time.Time // token -> until
-	fault  func(op string) error
-	hang   bool
-	calls  map[string]int
+	fault     func(op string) error
+	hang      bool
+	calls     map[string]int
 }
 
 type fakeKey struct {

@@ -1,0 +1,182 @@
+package lease_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// BenchmarkAcquireRelease measures an uncontended acquire and release of
+// distinct names, and reports the round trips each cycle costs (the target
+// is two: one per acquire, one per release).
+func BenchmarkAcquireRelease(b *testing.B) {
+	for _, par := range []int{1, 32} {
+		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
+			srv := redistest.Start(b)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: par + 4, ContextTimeoutEnabled: true})
+			b.Cleanup(func() { _ = c.Close() })
+			hook := &countingHook{}
+			c.AddHook(hook)
+			m := newManager(b, c)
+			ctx := context.Background()
+			// Load the scripts so that the measured loop sees the steady state.
+			if l, err := m.Acquire(ctx, "warm-up"); err != nil {
+				b.Fatal(err)
+			} else if err := l.Release(ctx); err != nil {
+				b.Fatal(err)
+			}
+			var seq atomic.Int64
+			hook.n.Store(0)
+			b.ReportAllocs()
+			b.SetParallelism(par)
+			b.ResetTimer()
+			runParallel(b, par, func() {
+				name := fmt.Sprint("bench-", seq.Add(1))
+				l, err := m.Acquire(ctx, name)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Error(err)
+				}
+			})
+			b.StopTimer()
+			b.ReportMetric(float64(hook.n.Load())/float64(b.N), "roundtrips/op")
+		})
+	}
+}
+
+// runParallel calls f b.N times from par goroutines.
+func runParallel(b *testing.B, par int, f func()) {
+	if par == 1 {
+		for range b.N {
+			f()
+		}
+		return
+	}
+	var next atomic.Int64
+	done := make(chan struct{})
+	for range par {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for next.Add(1) <= int64(b.N) {
+				f()
+			}
+		}()
+	}
+	for range par {
+		<-done
+	}
+}
+
+// BenchmarkRenewRound times one renewal round of 10,000 held leases through
+// the Redis backend, as the watchdog sends it: batches of 1000 in one
+// pipeline each.
+func BenchmarkRenewRound(b *testing.B) {
+	srv := redistest.Start(b)
+	c := srv.Client(b)
+	hook := &countingHook{}
+	c.AddHook(hook)
+	be := backend.NewRedis(c, lease.DefaultKeyPrefix)
+	ctx := context.Background()
+	const n, batch = 10_000, 1000
+	items := make([]backend.Item, n)
+	for i := range items {
+		items[i] = backend.Item{Name: fmt.Sprint("renew-", i), Token: fmt.Sprint("token-", i), TTL: time.Minute}
+		if res, err := be.Acquire(ctx, items[i].Name, items[i].Token, time.Minute); err != nil || !res.Acquired {
+			b.Fatal(err, res)
+		}
+	}
+	errs := make([]error, n)
+	pipelines := atomic.Int64{}
+	c.AddHook(pipelineCounter{&pipelines})
+	pipelines.Store(0)
+	b.ResetTimer()
+	for range b.N {
+		for i := 0; i < n; i += batch {
+			be.Renew(ctx, items[i:i+batch], errs[i:i+batch])
+		}
+	}
+	b.StopTimer()
+	for i, err := range errs {
+		if err != nil {
+			b.Fatalf("lease %d: %v", i, err)
+		}
+	}
+	b.ReportMetric(float64(pipelines.Load())/float64(b.N), "roundtrips/round")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/n, "ns/renewal")
+}
+
+// BenchmarkHold10k holds 10,000 leases under one manager through several
+// renewal rounds and reports what holding costs: heap bytes and goroutines
+// per lease, and renewal round trips per round. Each iteration is one
+// renewal interval.
+func BenchmarkHold10k(b *testing.B) {
+	srv := redistest.Start(b)
+	c := srv.Client(b)
+	pipelines := atomic.Int64{}
+	c.AddHook(pipelineCounter{&pipelines})
+	const n = 10_000
+	ttl, interval := 3*time.Second, time.Second
+	ctx := context.Background()
+
+	heapBefore, gBefore := heapInUse(), runtime.NumGoroutine()
+	m := newManager(b, c, lease.WithTTL(ttl), lease.WithRenewInterval(interval))
+	leases := make([]*lease.Lease, n)
+	for i := range leases {
+		l, err := m.TryAcquire(ctx, fmt.Sprint("hold-", i))
+		if err != nil {
+			b.Fatal(err)
+		}
+		leases[i] = l
+	}
+	heapAfter, gAfter := heapInUse(), runtime.NumGoroutine()
+
+	pipelines.Store(0)
+	b.ResetTimer()
+	for range b.N {
+		time.Sleep(interval)
+	}
+	b.StopTimer()
+	for _, l := range leases {
+		if l.Err() != nil {
+			b.Fatalf("%s lost: %v", l.Name(), l.Err())
+		}
+	}
+	b.ReportMetric(float64(heapAfter-heapBefore)/n, "heapB/lease")
+	b.ReportMetric(float64(gAfter-gBefore), "goroutines")
+	b.ReportMetric(float64(pipelines.Load())/float64(b.N), "roundtrips/round")
+	runtime.KeepAlive(leases)
+}
+
+func heapInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc)
+}
+
+// pipelineCounter counts pipelines: one round trip each on one server.
+type pipelineCounter struct{ n *atomic.Int64 }
+
+func (h pipelineCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (h pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}

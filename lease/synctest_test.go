@@ -1,0 +1,140 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/tenure-go/tenure/internal/backend"
+)
+
+// replyError is an error reply from the server (it implements redis.Error):
+// the command was refused, not maybe applied.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+func (replyError) RedisError()     {}
+
+// Deterministic tests of the manager's timing on a fake clock, against the
+// in-memory backend. The integration tests run the same paths on Redis.
+
+func fakeManager(t *testing.T, fake *backend.Fake, opts ...Option) *Manager {
+	t.Helper()
+	cfg, err := buildConfig(append([]Option{WithLogger(slog.New(slog.DiscardHandler))}, opts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newManager(fake, cfg)
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+func TestSyncLeaseContextEndsAtLocalDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		m := fakeManager(t, fake, WithTTL(3*time.Second))
+		start := time.Now()
+		l, err := m.Acquire(context.Background(), "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := start.Add(3*time.Second - 3*time.Second/100 - 2*time.Millisecond); !l.Deadline().Equal(want) {
+			t.Fatalf("deadline %v, want %v", l.Deadline(), want)
+		}
+		time.Sleep(1500 * time.Millisecond) // renewed at 1s
+		deadline := l.Deadline()
+		fake.SetHang(true)
+		<-l.Done()
+		if !time.Now().Equal(deadline) {
+			t.Fatalf("cancelled at %v, deadline %v", time.Now(), deadline)
+		}
+		if context.Cause(l.Context()) != ErrLost || l.Err() != ErrLost {
+			t.Fatalf("cause %v", context.Cause(l.Context()))
+		}
+		// The server would still hold the key: the holder stopped first.
+		if _, ttl, ok := fake.Holder("job"); !ok || ttl <= 0 {
+			t.Fatalf("server key gone before the local deadline (ttl %v)", ttl)
+		}
+		fake.SetHang(false)
+	})
+}
+
+func TestSyncWaiterWakesWhenHolderTTLRunsOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		fake.Set("job", "dead holder", 700*time.Millisecond)
+		m := fakeManager(t, fake, WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }))
+		start := time.Now()
+		l, err := m.Acquire(context.Background(), "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waited := time.Since(start); waited > 702*time.Millisecond {
+			t.Fatalf("waited %v for a holder with 700ms left", waited)
+		}
+		if fake.Calls("acquire") != 2 {
+			t.Fatalf("%d attempts, want 2", fake.Calls("acquire"))
+		}
+		_ = l.Release(context.Background())
+	})
+}
+
+func TestSyncUnknownAcquireIsAbandoned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		m := fakeManager(t, fake)
+		fake.SetHang(true)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := m.Acquire(ctx, "job")
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("Acquire = %v", err)
+		}
+		fake.SetHang(false)
+		synctest.Wait()
+		if fake.Calls("abandon") != 1 {
+			t.Fatalf("abandon calls %d, want 1", fake.Calls("abandon"))
+		}
+	})
+}
+
+func TestSyncServerErrorIsNotAbandoned(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		m := fakeManager(t, fake)
+		fake.SetFault(func(op string) error { return replyError("READONLY You can't write against a read only replica.") })
+		if _, err := m.Acquire(context.Background(), "job"); err == nil || errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("Acquire = %v, want the server's error", err)
+		}
+		synctest.Wait()
+		if fake.Calls("abandon") != 0 {
+			t.Fatal("an attempt the server refused was abandoned")
+		}
+	})
+}
+
+func TestSyncDoReportsLossAndCancelsFn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		m := fakeManager(t, fake, WithTTL(3*time.Second))
+		var fnCause error
+		err := m.Do(context.Background(), "job", func(ctx context.Context) error {
+			time.Sleep(500 * time.Millisecond)
+			fake.Set("job", "intruder", time.Minute)
+			<-ctx.Done()
+			fnCause = context.Cause(ctx)
+			return nil
+		})
+		if !errors.Is(err, ErrLost) || fnCause != ErrLost {
+			t.Fatalf("Do = %v, fn saw %v", err, fnCause)
+		}
+		if tok, _, _ := fake.Holder("job"); tok != "intruder" {
+			t.Fatal("Do released the intruder's lease")
+		}
+	})
+}
