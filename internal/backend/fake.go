@@ -130,6 +130,9 @@ func (f *Fake) Acquire(ctx context.Context, name, token string, ttl time.Duratio
 	}
 	defer f.mu.Unlock()
 	if k, ok := f.get(name); ok {
+		if k.token == token {
+			return Acquisition{Acquired: true, Fence: f.fences[name]}, nil
+		}
 		if k.expiry.IsZero() {
 			return Acquisition{HolderTTL: -1}, nil
 		}

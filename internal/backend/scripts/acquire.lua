@@ -6,7 +6,10 @@
 -- ARGV[1]  the new holder's random token
 -- ARGV[2]  the TTL in milliseconds
 --
--- Returns  {1, fence} when the name was free and is now held by ARGV[1];
+-- Returns  {1, fence} when the name was free and is now held by ARGV[1], or
+--                     was already held by ARGV[1]: a client library that
+--                     resends a request whose reply was lost gets the first
+--                     request's answer instead of waiting on its own lease;
 --          {0, pttl}  when anything holds the name (a lease or a lock of another
 --                     kind): pttl is its remaining TTL in milliseconds, -1 when it
 --                     has no expiry;
@@ -18,6 +21,9 @@
 -- than before (unless the Redis host's clock went backwards).
 local pttl = redis.call('PTTL', KEYS[1])
 if pttl ~= -2 then
+  if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+    return {1, tonumber(redis.call('GET', KEYS[2]))}
+  end
   return {0, pttl}
 end
 if redis.call('EXISTS', KEYS[3]) == 1 then
