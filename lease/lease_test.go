@@ -879,3 +879,41 @@ func TestScriptFlushDoesNotBreakRenewal(t *testing.T) {
 		t.Fatal("key left after release")
 	}
 }
+
+// Close waits for an acquire in flight; the lease it brings back is
+// released, not leaked, and its caller gets ErrClosed.
+func TestCloseDuringAcquireInFlight(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	c := srv.Client(t)
+	m, err := lease.New(c, lease.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bg := context.Background()
+	for _, cl := range []*redis.Client{raw, c} {
+		if err := cl.Ping(bg).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.MustPause(t)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := m.Acquire(bg, "job")
+		errc <- err
+	}()
+	time.Sleep(100 * time.Millisecond) // the acquire is on its way
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		srv.MustResume(t)
+	}()
+	if err := m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errc; !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Acquire in flight during Close = %v", err)
+	}
+	if raw.Exists(bg, "tenure:{job}").Val() != 0 {
+		t.Fatal("the lease acquired during Close was left on the server")
+	}
+}

@@ -28,8 +28,9 @@ type Manager struct {
 	mu      sync.Mutex
 	held    map[*Lease]struct{}
 	closed  bool
-	closing chan struct{} // closed by Close: wakes waiters
-	bg      sync.WaitGroup
+	closing chan struct{}  // closed by Close: wakes waiters
+	ops     sync.WaitGroup // acquire attempts in flight: Close waits for them
+	bg      sync.WaitGroup // clean-up round trips: Close waits for them
 }
 
 // New returns a Manager over client, which the caller keeps and closes after
@@ -174,9 +175,10 @@ func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 // (or the attempt came back too late to use) the holder's remaining TTL
 // (negative if unknown), or an error.
 func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease, time.Duration, error) {
-	if err := m.checkOpen(); err != nil {
+	if err := m.begin(); err != nil {
 		return nil, 0, err
 	}
+	defer m.ops.Done()
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
 	}
@@ -222,12 +224,14 @@ func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease
 	return l, 0, nil
 }
 
-func (m *Manager) checkOpen() error {
+// begin registers an acquire attempt, unless the manager is closed.
+func (m *Manager) begin() error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
 		return ErrClosed
 	}
+	m.ops.Add(1)
 	return nil
 }
 
@@ -343,6 +347,9 @@ func (m *Manager) Close() error {
 		}
 		items = items[n:]
 	}
+	// An attempt still in flight sees the manager closed when it returns,
+	// and hands its lease to a clean-up round trip.
+	m.ops.Wait()
 	m.bg.Wait()
 	return errors.Join(errs...)
 }
