@@ -917,3 +917,113 @@ func TestCloseDuringAcquireInFlight(t *testing.T) {
 		t.Fatal("the lease acquired during Close was left on the server")
 	}
 }
+
+// The mutual-exclusion property itself (S1), under partitions: one of three
+// managers is cut off from Redis and reconnected over and over while all
+// contend for two names. Whenever a holder enters, every other holder of the
+// name must already have seen its lease context cancelled.
+func TestMutualExclusionWithPartitions(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	cut := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cut.Close() })
+	// A wider drift margin than the default keeps the test about logic,
+	// not about how late the race detector's scheduler runs a timer.
+	opts := []lease.Option{lease.WithTTL(time.Second), lease.WithDrift(0.05, 5*time.Millisecond), lease.WithOpTimeout(300 * time.Millisecond)}
+	managers := []*lease.Manager{newManager(t, cut, opts...), newManager(t, srv.Client(t), opts...), newManager(t, srv.Client(t), opts...)}
+
+	var (
+		mu         sync.Mutex
+		inside     = map[string][]*lease.Lease{}
+		last       = map[string]int64{}
+		violations []string
+		sections   atomic.Int64
+		losses     atomic.Int64
+	)
+	enter := func(l *lease.Lease) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, other := range inside[l.Name()] {
+			if other.Context().Err() == nil {
+				violations = append(violations, fmt.Sprintf("%s: fence %d entered while fence %d still held it", l.Name(), l.Fence(), other.Fence()))
+			}
+		}
+		if l.Fence() <= last[l.Name()] {
+			violations = append(violations, fmt.Sprintf("%s: fence %d after %d", l.Name(), l.Fence(), last[l.Name()]))
+		}
+		last[l.Name()] = l.Fence()
+		inside[l.Name()] = append(inside[l.Name()], l)
+		sections.Add(1)
+	}
+	leave := func(l *lease.Lease) {
+		mu.Lock()
+		defer mu.Unlock()
+		ls := inside[l.Name()]
+		for i, x := range ls {
+			if x == l {
+				inside[l.Name()] = append(ls[:i], ls[i+1:]...)
+				break
+			}
+		}
+	}
+
+	run, stop := context.WithTimeout(context.Background(), 6*time.Second)
+	defer stop()
+	var wg sync.WaitGroup
+	wg.Go(func() { // the fault schedule
+		for run.Err() == nil {
+			proxy.BlackHole(true)
+			sleepCtx(run, 1500*time.Millisecond)
+			proxy.BlackHole(false)
+			sleepCtx(run, 700*time.Millisecond)
+		}
+	})
+	names := []string{"alpha", "beta"}
+	for mi, m := range managers {
+		for range 8 {
+			wg.Go(func() {
+				for run.Err() == nil {
+					actx, cancel := context.WithTimeout(run, 300*time.Millisecond)
+					l, err := m.Acquire(actx, names[rand.IntN(2)])
+					cancel()
+					if err != nil {
+						continue // timed out behind the black hole, or the run ended
+					}
+					enter(l)
+					// The cut-off manager holds long enough to be cut off
+					// while holding; the others hand over quickly.
+					hold := time.Duration(rand.IntN(100)) * time.Millisecond
+					if mi == 0 {
+						hold = 2 * time.Second
+					}
+					sleepCtx(l.Context(), hold)
+					if l.Err() == lease.ErrLost {
+						losses.Add(1)
+					}
+					leave(l)
+					rctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+					_ = l.Release(rctx)
+					cancel()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	proxy.BlackHole(false)
+	for _, v := range violations {
+		t.Error(v)
+	}
+	if losses.Load() == 0 || sections.Load() < 20 {
+		t.Fatalf("%d sections, %d losses: the partitions exercised nothing", sections.Load(), losses.Load())
+	}
+	t.Logf("%d critical sections, %d leases lost to partitions, no overlap", sections.Load(), losses.Load())
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
