@@ -396,7 +396,7 @@ func (w *Watchdog) worker() {
 			ctx, cancel := context.WithDeadline(w.ctx, w.time(limit))
 			w.be.Renew(ctx, items, errs)
 			cancel()
-			lost = w.settle(batch, errs, w.at(sent), lost[:0])
+			lost = w.settle(batch, items, errs, w.at(sent), lost[:0])
 			for _, e := range lost {
 				e.onLost(ErrTakenOver)
 			}
@@ -404,8 +404,10 @@ func (w *Watchdog) worker() {
 	}
 }
 
-// settle applies a batch's results and returns the leases found lost.
-func (w *Watchdog) settle(batch []*Entry, errs []error, sent int64, lost []*Entry) []*Entry {
+// settle applies a batch's results and returns the leases found lost. A
+// success counts for the TTL that was sent (items[i].TTL), not the lease's
+// current one, which an Extend may have changed meanwhile.
+func (w *Watchdog) settle(batch []*Entry, items []backend.Item, errs []error, sent int64, lost []*Entry) []*Entry {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
@@ -415,7 +417,8 @@ func (w *Watchdog) settle(batch []*Entry, errs []error, sent int64, lost []*Entr
 		}
 		switch err := errs[i]; {
 		case err == nil:
-			if d := sent + int64(e.item.TTL-w.cfg.Drift(e.item.TTL)); d > e.deadline {
+			ttl := items[i].TTL
+			if d := sent + int64(ttl-w.cfg.Drift(ttl)); d > e.deadline {
 				e.deadline = d
 			}
 			e.next = sent + int64(e.interval)

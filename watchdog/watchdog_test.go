@@ -345,3 +345,25 @@ func TestCloseReturnsHeldAndStops(t *testing.T) {
 		}
 	})
 }
+
+// A renewal in flight when Extended raised the TTL is credited with the TTL
+// it carried, not the new one: the server only promised the old one from
+// that send.
+func TestInFlightRenewalCountsForTheTTLItCarried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		w := New(slow{fake, 500 * time.Millisecond}, Config{Drift: func(time.Duration) time.Duration { return 0 }})
+		defer w.Close()
+		e, _ := hold(t, w, fake, "a", 3*time.Second, time.Second)
+		time.Sleep(1100 * time.Millisecond) // a renewal with TTL 3s left at 1s
+		// An Extend sent at 0.5s with a 10s TTL succeeded meanwhile.
+		extSent := time.Now().Add(-600 * time.Millisecond)
+		if err := w.Extended(e, extSent, 10*time.Second, 3*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // the renewal's reply arrives at 1.5s
+		if want := extSent.Add(10 * time.Second); !e.Deadline().Equal(want) {
+			t.Fatalf("deadline %v after the old renewal's reply, want %v (the extend's)", e.Deadline(), want)
+		}
+	})
+}
