@@ -23,8 +23,9 @@ type Lease struct {
 	ctx              context.Context
 	cancel           context.CancelCauseFunc
 
-	mu  sync.Mutex
-	err error // why it ended; nil while held
+	mu     sync.Mutex
+	err    error // why it ended; nil while held
+	reason error // why the watchdog lost it (watchdog.ErrTakenOver, ErrExpired)
 }
 
 // Name returns the name the lease holds.
@@ -107,11 +108,20 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // held is harmless and returns an error wrapping ErrNotHeld. Any other error
 // means the delete's outcome is unknown: the lease is ended locally all the
 // same and the key expires by its TTL.
+//
+// A lease lost to its local deadline (the server did not confirm a renewal
+// in time) may still be on the server, for as long as the drift margin or
+// for a whole TTL if a renewal was applied but its answer lost; Release then
+// still deletes it, token-safely, so the name is free at once.
 func (l *Lease) Release(ctx context.Context) error {
 	if reason := l.m.wd.Remove(l.entry); reason != nil {
 		l.lost(reason)
 	}
 	if !l.end(ErrReleased) {
+		if l.lostTo(watchdog.ErrExpired) {
+			errs := make([]error, 1)
+			l.m.be.Release(ctx, []backend.Item{l.item()}, errs)
+		}
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
 	}
 	errs := make([]error, 1)
@@ -146,11 +156,23 @@ func (l *Lease) end(cause error) bool {
 	return true
 }
 
+// lostTo reports whether the watchdog lost the lease for reason.
+func (l *Lease) lostTo(reason error) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.err == ErrLost && l.reason == reason
+}
+
 // lost is the watchdog's loss callback.
 func (l *Lease) lost(reason error) {
 	if errors.Is(reason, watchdog.ErrClosed) {
 		return
 	}
+	l.mu.Lock()
+	if l.err == nil {
+		l.reason = reason
+	}
+	l.mu.Unlock()
 	if l.end(ErrLost) {
 		l.m.cfg.logger.Warn("tenure: lease lost", "name", l.name, "fence", l.fence, "cause", reason)
 	}

@@ -1027,3 +1027,34 @@ func sleepCtx(ctx context.Context, d time.Duration) {
 	case <-ctx.Done():
 	}
 }
+
+// Releasing a lease lost to its local deadline still deletes it, token-
+// safely, when the server is back: the name is free at once, not when its
+// TTL runs out.
+func TestReleaseAfterDeadlineLossFreesTheName(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	cut := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = cut.Close() })
+	// A wide drift: the local deadline comes at half the TTL, well before the
+	// server's expiry.
+	m := newManager(t, cut, lease.WithTTL(4*time.Second), lease.WithRenewInterval(time.Second), lease.WithDrift(0.5, 0))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.BlackHole(true)
+	waitDone(t, l, 3*time.Second)
+	proxy.BlackHole(false)
+	if l.Err() != lease.ErrLost || raw.Exists(ctx, "tenure:{job}").Val() != 1 {
+		t.Fatalf("Err %v; the key should outlive the local deadline here", l.Err())
+	}
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) || !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Release = %v", err)
+	}
+	if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("the lost lease's key still blocks the name after Release")
+	}
+}
