@@ -24,8 +24,8 @@
 //     and no error ever arrives.
 //   - Renewal and release compare the lease's 128-bit random token first:
 //     nobody releases, extends or overwrites a lease it does not hold.
-//     Releasing a lease that is no longer held returns ErrNotHeld and
-//     touches nothing.
+//     Releasing a lease that is no longer held returns ErrNotHeld and never
+//     touches another holder's lease.
 //   - A lease deleted or taken over on the server is noticed at the next
 //     renewal (every TTL/3 by default) and its context is cancelled with
 //     cause ErrLost.
