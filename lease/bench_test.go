@@ -197,3 +197,35 @@ func (h pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) red
 		return next(ctx, cmds)
 	}
 }
+
+// BenchmarkBaselineCycle is the floor for BenchmarkAcquireRelease: the two
+// round trips any lease needs, issued directly (SET NX PX, then a
+// compare-and-delete script), with no fence, watchdog or context.
+func BenchmarkBaselineCycle(b *testing.B) {
+	for _, par := range []int{1, 32} {
+		b.Run(fmt.Sprintf("goroutines=%d", par), func(b *testing.B) {
+			srv := redistest.Start(b)
+			c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: par + 4, ContextTimeoutEnabled: true})
+			b.Cleanup(func() { _ = c.Close() })
+			del := redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
+			ctx := context.Background()
+			if err := del.Run(ctx, c, []string{"warm-up"}, "x").Err(); err != nil {
+				b.Fatal(err)
+			}
+			var seq atomic.Int64
+			b.ReportAllocs()
+			b.ResetTimer()
+			runParallel(b, par, b.N, func() {
+				key := fmt.Sprint("tenure:{bench-", seq.Add(1), "}")
+				token := "0123456789abcdef0123456789abcdef"
+				if ok, err := c.SetNX(ctx, key, token, 30*time.Second).Result(); err != nil || !ok {
+					b.Error("set:", ok, err)
+					return
+				}
+				if err := del.Run(ctx, c, []string{key}, token).Err(); err != nil {
+					b.Error(err)
+				}
+			})
+		})
+	}
+}

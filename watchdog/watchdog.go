@@ -65,6 +65,7 @@ type Watchdog struct {
 	mu     sync.Mutex
 	queue  entryHeap
 	ready  []*Entry // due for renewal, waiting for a worker
+	armed  int64    // when the scheduler will next look, nanoseconds since base
 	closed bool
 
 	kick   chan struct{} // wakes the scheduler: the earliest event moved
@@ -250,9 +251,7 @@ func (e *Entry) key() int64 {
 
 func (w *Watchdog) push(e *Entry) {
 	heap.Push(&w.queue, e)
-	if e.index == 0 {
-		w.wake()
-	}
+	w.wakeFor(e)
 }
 
 // requeue restores e's place in the queue after its key changed.
@@ -261,7 +260,15 @@ func (w *Watchdog) requeue(e *Entry) {
 		return
 	}
 	heap.Fix(&w.queue, e.index)
-	if e.index == 0 {
+	w.wakeFor(e)
+}
+
+// wakeFor wakes the scheduler if e needs it before it would look anyway.
+// A lease taken and released within an interval thus costs the scheduler
+// nothing: its timer, armed for an earlier lease, fires late enough.
+func (w *Watchdog) wakeFor(e *Entry) {
+	if e.index == 0 && e.key() < w.armed {
+		w.armed = e.key()
 		w.wake()
 	}
 }
@@ -316,6 +323,7 @@ func (w *Watchdog) schedule() {
 		if len(w.queue) > 0 {
 			wait = time.Duration(w.queue[0].key() - now)
 		}
+		w.armed = now + int64(wait)
 		batches := (len(w.ready) + w.cfg.BatchSize - 1) / w.cfg.BatchSize
 		w.mu.Unlock()
 
