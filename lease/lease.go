@@ -174,6 +174,6 @@ func (l *Lease) lost(reason error) {
 	}
 	l.mu.Unlock()
 	if l.end(ErrLost) {
-		l.m.cfg.logger.Warn("tenure: lease lost", "name", l.name, "fence", l.fence, "cause", reason)
+		l.m.reportLoss(l, reason)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -31,6 +32,21 @@ type Manager struct {
 	closing chan struct{}  // closed by Close: wakes waiters
 	ops     sync.WaitGroup // acquire attempts in flight: Close waits for them
 	bg      sync.WaitGroup // clean-up round trips: Close waits for them
+
+	// Losses are reported (logged) by a goroutine of their own, so that a
+	// slow log handler never delays the watchdog cancelling other leases:
+	// when an outage loses a thousand leases at the same deadline, each
+	// must be cancelled by it, not after a thousand log lines.
+	losses     chan lossReport
+	unreported atomic.Int64 // losses dropped because the queue was full
+	stopReport chan struct{}
+	reported   chan struct{}
+}
+
+type lossReport struct {
+	name   string
+	fence  int64
+	reason error
 }
 
 // New returns a Manager over client, which the caller keeps and closes after
@@ -74,12 +90,53 @@ func buildConfig(opts []Option) (config, error) {
 }
 
 func newManager(be backend.Backend, cfg config) *Manager {
-	return &Manager{
-		be:      be,
-		wd:      watchdog.New(be, watchdog.Config{Drift: cfg.drift}),
-		cfg:     cfg,
-		held:    make(map[*Lease]struct{}),
-		closing: make(chan struct{}),
+	m := &Manager{
+		be:         be,
+		wd:         watchdog.New(be, watchdog.Config{Drift: cfg.drift}),
+		cfg:        cfg,
+		held:       make(map[*Lease]struct{}),
+		closing:    make(chan struct{}),
+		losses:     make(chan lossReport, 1024),
+		stopReport: make(chan struct{}),
+		reported:   make(chan struct{}),
+	}
+	go m.report()
+	return m
+}
+
+// reportLoss queues a lost lease for reporting; it never blocks.
+func (m *Manager) reportLoss(l *Lease, reason error) {
+	select {
+	case m.losses <- lossReport{name: l.name, fence: l.fence, reason: reason}:
+	default:
+		m.unreported.Add(1)
+	}
+}
+
+// report is the goroutine that logs losses until Close.
+func (m *Manager) report() {
+	defer close(m.reported)
+	for {
+		select {
+		case r := <-m.losses:
+			m.logLoss(r)
+		case <-m.stopReport:
+			for {
+				select {
+				case r := <-m.losses:
+					m.logLoss(r)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+func (m *Manager) logLoss(r lossReport) {
+	m.cfg.logger.Warn("tenure: lease lost", "name", r.name, "fence", r.fence, "cause", r.reason)
+	if n := m.unreported.Swap(0); n > 0 {
+		m.cfg.logger.Warn("tenure: more leases lost than could be logged", "unlogged", n)
 	}
 }
 
@@ -351,6 +408,8 @@ func (m *Manager) Close() error {
 	// and hands its lease to a clean-up round trip.
 	m.ops.Wait()
 	m.bg.Wait()
+	close(m.stopReport)
+	<-m.reported
 	return errors.Join(errs...)
 }
 

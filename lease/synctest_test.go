@@ -3,6 +3,8 @@ package lease
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"log/slog"
 	"testing"
 	"testing/synctest"
@@ -135,6 +137,70 @@ func TestSyncDoReportsLossAndCancelsFn(t *testing.T) {
 		}
 		if tok, _, _ := fake.Holder("job"); tok != "intruder" {
 			t.Fatal("Do released the intruder's lease")
+		}
+	})
+}
+
+// slowHandler is a log handler that takes its time, as one writing to a
+// congested pipe does, and records what it was given.
+type slowHandler struct {
+	mu      *sync.Mutex
+	records *[]slog.Record
+}
+
+func (h slowHandler) Enabled(context.Context, slog.Level) bool { return true }
+func (h slowHandler) Handle(_ context.Context, r slog.Record) error {
+	time.Sleep(50 * time.Millisecond)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	*h.records = append(*h.records, r)
+	return nil
+}
+func (h slowHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h slowHandler) WithGroup(string) slog.Handler      { return h }
+
+// Many leases lost at one deadline are all cancelled at it, however slow
+// the logger; every loss is logged, after.
+func TestSyncSlowLoggerNeverDelaysCancellation(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		var mu sync.Mutex
+		var records []slog.Record
+		cfg, err := buildConfig([]Option{WithTTL(3 * time.Second), WithLogger(slog.New(slowHandler{&mu, &records}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := newManager(fake, cfg)
+		const n = 50
+		leases := make([]*Lease, n)
+		for i := range leases {
+			if leases[i], err = m.TryAcquire(context.Background(), fmt.Sprint("job-", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		deadline := leases[0].Deadline()
+		fake.SetHang(true) // no renewal is ever answered
+		for _, l := range leases {
+			<-l.Done()
+			if now := time.Now(); !now.Equal(deadline) {
+				t.Fatalf("%s cancelled %v after the deadline", l.Name(), now.Sub(deadline))
+			}
+		}
+		fake.SetHang(false)
+		_ = m.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if len(records) != n {
+			t.Fatalf("%d loss records, want %d", len(records), n)
+		}
+		r := records[0]
+		if r.Level != slog.LevelWarn || r.Message != "tenure: lease lost" {
+			t.Fatalf("record %v %q", r.Level, r.Message)
+		}
+		attrs := map[string]string{}
+		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
+		if attrs["name"] == "" || attrs["fence"] == "" || attrs["cause"] == "" {
+			t.Fatalf("attrs %v: want name, fence and cause", attrs)
 		}
 	})
 }
