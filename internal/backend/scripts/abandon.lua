@@ -13,7 +13,7 @@
 --          0 when it had not: a marker now makes acquire.lua refuse that token
 --            for a TTL, so a request that arrives late cannot leave a lease
 --            that nobody holds.
-if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.pcall('GET', KEYS[1]) == ARGV[1] then
   redis.call('DEL', KEYS[1])
   redis.call('PUBLISH', ARGV[2], 'released')
   return 1

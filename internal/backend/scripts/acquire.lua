@@ -17,22 +17,31 @@
 --                     arrived after abandon.lua ran): nothing is touched.
 --
 -- The counter is seeded from the server clock in microseconds when it is
--- missing, so a restart that lost every key still hands out larger tokens
--- than before (unless the Redis host's clock went backwards).
-local pttl = redis.call('PTTL', KEYS[1])
-if pttl ~= -2 then
-  if redis.call('TYPE', KEYS[1]).ok == 'string' and redis.call('GET', KEYS[1]) == ARGV[1] then
-    return {1, tonumber(redis.call('GET', KEYS[2]))}
-  end
-  return {0, pttl}
-end
+-- missing (INCR then answers 1), so a restart that lost every key still hands
+-- out larger tokens than before (unless the Redis host's clock went
+-- backwards). Fences stay exact in Lua's doubles until 2^53 us, in 2255.
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return {0, -2}
 end
-if redis.call('EXISTS', KEYS[2]) == 0 then
-  local now = redis.call('TIME')
-  redis.call('SET', KEYS[2], now[1] .. string.format('%06d', tonumber(now[2])))
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  -- Held. SET NX never fails on another type: it only checks existence.
+  local held = redis.pcall('GET', KEYS[1])
+  if held == ARGV[1] then
+    return {1, tonumber(redis.call('GET', KEYS[2]))}
+  end
+  return {0, redis.call('PTTL', KEYS[1])}
 end
-local fence = redis.call('INCR', KEYS[2])
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local fence = redis.pcall('INCR', KEYS[2])
+if type(fence) == 'table' then
+  -- A corrupt counter: take the lease back so that the error leaves nothing.
+  redis.call('DEL', KEYS[1])
+  return fence
+end
+if fence == 1 then
+  -- The counter was missing: seed it from the server clock.
+  local now = redis.call('TIME')
+  local seed = now[1] .. string.format('%06d', tonumber(now[2]))
+  redis.call('SET', KEYS[2], seed)
+  fence = tonumber(seed)
+end
 return {1, fence}

@@ -8,7 +8,9 @@
 --            was published on ARGV[2]);
 --          0 when the name is free or held by another token or kind: nothing
 --            is touched.
-if redis.call('TYPE', KEYS[1]).ok ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- pcall: GET on a key of another kind is an error reply, which is simply
+-- "not this token".
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 redis.call('DEL', KEYS[1])

@@ -8,7 +8,9 @@
 --            least ARGV[2] ms (never shortened, so a late or repeated renewal
 --            with a smaller TTL cannot cut a lease short: safety property S8);
 --          0 when the name is free or held by another token or kind.
-if redis.call('TYPE', KEYS[1]).ok ~= 'string' or redis.call('GET', KEYS[1]) ~= ARGV[1] then
+-- pcall: GET on a key of another kind is an error reply, which is simply
+-- "not this token".
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
