@@ -377,6 +377,9 @@ func (w *Watchdog) worker() {
 			// find a server that came back.
 			now, limit := w.now(), int64(never)
 			for _, e := range w.ready[:n] {
+				if e.state != inflight {
+					continue // released or lost while it waited for a worker
+				}
 				batch = append(batch, e)
 				items = append(items, e.item)
 				limit = min(limit, e.deadline, now+int64(e.interval/2))
@@ -393,6 +396,9 @@ func (w *Watchdog) worker() {
 				case w.work <- struct{}{}:
 				default:
 				}
+			}
+			if n = len(batch); n == 0 {
+				continue
 			}
 
 			if cap(errs) < n {
