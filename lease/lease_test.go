@@ -1058,3 +1058,34 @@ func TestReleaseAfterDeadlineLossFreesTheName(t *testing.T) {
 		t.Fatal("the lost lease's key still blocks the name after Release")
 	}
 }
+
+// Extend that finds the lease taken over loses it at once, and touches
+// nothing of the new holder.
+func TestExtendFindsTakeover(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t), lease.WithTTL(10*time.Second), lease.WithRenewInterval(3*time.Second))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Set(ctx, "tenure:{job}", "intruder", 5*time.Second)
+	if err := l.Extend(ctx, time.Minute); !errors.Is(err, lease.ErrNotHeld) || !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Extend = %v", err)
+	}
+	if l.Err() != lease.ErrLost || context.Cause(l.Context()) != lease.ErrLost {
+		t.Fatalf("Err %v", l.Err())
+	}
+	if pttl := raw.PTTL(ctx, "tenure:{job}").Val(); pttl > 5*time.Second || raw.Get(ctx, "tenure:{job}").Val() != "intruder" {
+		t.Fatalf("Extend touched the new holder's lease (TTL %v)", pttl)
+	}
+	// An explicit interval of 3s rules out a TTL that is not above 6s.
+	l2, err := m.Acquire(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Extend(ctx, 6*time.Second); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Fatalf("Extend below twice the interval = %v", err)
+	}
+}
