@@ -84,17 +84,20 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	}
 	item := l.item()
 	item.TTL = ttl
-	errs := make([]error, 1)
 	sent := time.Now()
-	l.m.be.Renew(ctx, []backend.Item{item}, errs)
+	err, _ := l.m.detach(ctx, func(ctx context.Context) error {
+		errs := make([]error, 1)
+		l.m.be.Renew(ctx, []backend.Item{item}, errs)
+		return errs[0]
+	}, nil)
 	switch {
-	case errors.Is(errs[0], backend.ErrNotHeld):
+	case errors.Is(err, backend.ErrNotHeld):
 		if l.m.wd.Remove(l.entry) == nil {
 			l.lost(watchdog.ErrTakenOver)
 		}
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
-	case errs[0] != nil:
-		return fmt.Errorf("tenure: extend %q: %w", l.name, errs[0])
+	case err != nil:
+		return fmt.Errorf("tenure: extend %q: %w", l.name, err)
 	}
 	if err := l.m.wd.Extended(l.entry, sent, ttl, a.renewInterval()); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
@@ -119,18 +122,18 @@ func (l *Lease) Release(ctx context.Context) error {
 	}
 	if !l.end(ErrReleased) {
 		if l.lostTo(watchdog.ErrExpired) {
-			errs := make([]error, 1)
-			l.m.be.Release(ctx, []backend.Item{l.item()}, errs)
+			_, _ = l.m.detach(ctx, l.m.releaseOp(l.item()), nil)
 		}
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
 	}
-	errs := make([]error, 1)
-	l.m.be.Release(ctx, []backend.Item{l.item()}, errs)
+	err, left := l.m.detach(ctx, l.m.releaseOp(l.item()), nil)
 	switch {
-	case errors.Is(errs[0], backend.ErrNotHeld):
+	case errors.Is(err, backend.ErrNotHeld):
 		return fmt.Errorf("%w: %q: it was taken over or had expired", ErrNotHeld, l.name)
-	case errs[0] != nil:
-		return fmt.Errorf("tenure: release %q: %w", l.name, errs[0])
+	case left:
+		return fmt.Errorf("tenure: release %q: %w (the delete goes on in the background)", l.name, err)
+	case err != nil:
+		return fmt.Errorf("tenure: release %q: %w", l.name, err)
 	}
 	return nil
 }

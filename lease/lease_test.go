@@ -1089,3 +1089,61 @@ func TestExtendFindsTakeover(t *testing.T) {
 		t.Fatalf("Extend below twice the interval = %v", err)
 	}
 }
+
+// A client without ContextTimeoutEnabled waits out a stalled command for its
+// ReadTimeout whatever the context says; Acquire, Extend and Release are
+// bounded by their contexts all the same, and an acquire answered after its
+// caller left is taken back.
+func TestContextBoundsCallsOnAClientThatIgnoresIt(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ReadTimeout: 10 * time.Second, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	m, err := lease.New(c, lease.WithLogger(quiet), lease.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	bg := context.Background()
+	for _, cl := range []*redis.Client{raw, c} {
+		if err := cl.Ping(bg).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	held, err := m.Acquire(bg, "held")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	srv.MustPause(t)
+	bounded := func(what string, f func(ctx context.Context) error) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		err := f(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("%s on a paused server = %v, want the context's error", what, err)
+		}
+		if took := time.Since(start); took > 200*time.Millisecond+time.Second {
+			t.Errorf("%s took %v with a 200ms context", what, took)
+		}
+	}
+	bounded("Acquire", func(ctx context.Context) error { _, err := m.Acquire(ctx, "job"); return err })
+	bounded("Extend", func(ctx context.Context) error { return held.Extend(ctx, 2*time.Minute) })
+	bounded("Release", func(ctx context.Context) error { return held.Release(ctx) })
+	srv.MustResume(t)
+
+	// The acquire that was answered after its caller left is taken back,
+	// and the release completes in the background.
+	deadline := time.Now().Add(5 * time.Second)
+	for raw.Exists(bg, "tenure:{job}", "tenure:{held}").Val() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a late answer left a lease behind: job %d held %d", raw.Exists(bg, "tenure:{job}").Val(), raw.Exists(bg, "tenure:{held}").Val())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if raw.Exists(bg, "tenure:{job}:fence").Val() != 1 {
+		t.Fatal("the late acquire never ran: the test proved nothing")
+	}
+}

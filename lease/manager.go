@@ -22,9 +22,10 @@ import (
 // with one watchdog: a fixed handful of goroutines, whatever the number of
 // leases held. It is safe for concurrent use. Close releases what it holds.
 type Manager struct {
-	be  backend.Backend
-	wd  *watchdog.Watchdog
-	cfg config
+	be       backend.Backend
+	wd       *watchdog.Watchdog
+	cfg      config
+	ctxBound bool // the client ends a command when its context ends
 
 	mu      sync.Mutex
 	held    map[*Lease]struct{}
@@ -65,7 +66,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newManager(backend.NewRedis(client, cfg.prefix), cfg), nil
+	m := newManager(backend.NewRedis(client, cfg.prefix), cfg)
+	m.ctxBound = ctxBound(client)
+	return m, nil
 }
 
 func isNilPointer(v any) bool {
@@ -99,6 +102,7 @@ func newManager(be backend.Backend, cfg config) *Manager {
 		losses:     make(chan lossReport, 1024),
 		stopReport: make(chan struct{}),
 		reported:   make(chan struct{}),
+		ctxBound:   true, // the fake backend honours contexts; New checks a real client
 	}
 	go m.report()
 	return m
@@ -241,12 +245,24 @@ func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease
 	}
 	token := newToken()
 	sent := time.Now()
-	res, err := m.be.Acquire(ctx, name, token, a.ttl)
+	var res backend.Acquisition
+	err, left := m.detach(ctx, func(ctx context.Context) (err error) {
+		res, err = m.be.Acquire(ctx, name, token, a.ttl)
+		return err
+	}, func(err error) {
+		// The caller gave up before the answer came; now it has.
+		switch {
+		case err == nil && res.Acquired:
+			m.cleanUp("clean-up release", name, m.releaseOp(backend.Item{Name: name, Token: token}))
+		case backend.MaybeApplied(err):
+			m.cleanUp("abandoning an unanswered acquire", name, m.abandonOp(name, token, a.ttl))
+		}
+	})
 	if err != nil {
-		if backend.MaybeApplied(err) {
+		if !left && backend.MaybeApplied(err) {
 			// S7: the server may have executed the attempt, or may yet:
 			// take our token back so that no phantom lease blocks the name.
-			m.abandon(name, token, a.ttl)
+			m.inBackground("abandoning an unanswered acquire", name, m.abandonOp(name, token, a.ttl))
 		}
 		if ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, errors.Join(context.Cause(ctx), err))
@@ -292,35 +308,44 @@ func (m *Manager) begin() error {
 	return nil
 }
 
-// inBackground runs a best-effort clean-up round trip, bounded by the op
-// timeout, that no caller waits for: a failure only leaves a key to expire
-// by its TTL. Close waits for it.
+// cleanUp makes a best-effort round trip, bounded by the op timeout, that
+// no caller waits for: a failure only leaves a key to expire by its TTL.
+func (m *Manager) cleanUp(what, name string, op func(ctx context.Context) error) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout)
+	defer cancel()
+	if err := op(ctx); err != nil && !errors.Is(err, backend.ErrNotHeld) {
+		m.cfg.logger.Debug("tenure: "+what+" failed; the key expires by its TTL", "name", name, "error", err)
+	}
+}
+
+// inBackground runs cleanUp in a goroutine that Close waits for. Callers
+// are acquire attempts, which Close waits for first, so the count of
+// background work is never zero while Close might be waiting on it.
 func (m *Manager) inBackground(what, name string, op func(ctx context.Context) error) {
 	m.bg.Add(1)
 	go func() {
 		defer m.bg.Done()
-		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout)
-		defer cancel()
-		if err := op(ctx); err != nil && !errors.Is(err, backend.ErrNotHeld) {
-			m.cfg.logger.Debug("tenure: "+what+" failed; the key expires by its TTL", "name", name, "error", err)
-		}
+		m.cleanUp(what, name, op)
 	}()
 }
 
-// abandon takes back an acquire whose outcome is unknown (S7).
-func (m *Manager) abandon(name, token string, ttl time.Duration) {
-	m.inBackground("abandoning an unanswered acquire", name, func(ctx context.Context) error {
-		return m.be.Abandon(ctx, name, token, ttl)
-	})
+// abandonOp takes back an acquire whose outcome is unknown (S7).
+func (m *Manager) abandonOp(name, token string, ttl time.Duration) func(ctx context.Context) error {
+	return func(ctx context.Context) error { return m.be.Abandon(ctx, name, token, ttl) }
 }
 
-// releaseLater releases a lease nobody will use.
-func (m *Manager) releaseLater(item backend.Item) {
-	m.inBackground("clean-up release", item.Name, func(ctx context.Context) error {
+// releaseOp releases a lease nobody will use.
+func (m *Manager) releaseOp(item backend.Item) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
 		errs := make([]error, 1)
 		m.be.Release(ctx, []backend.Item{item}, errs)
 		return errs[0]
-	})
+	}
+}
+
+// releaseLater releases a lease nobody will use, in the background.
+func (m *Manager) releaseLater(item backend.Item) {
+	m.inBackground("clean-up release", item.Name, m.releaseOp(item))
 }
 
 // Do acquires name (waiting as Acquire does), runs fn under the lease and
