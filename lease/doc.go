@@ -56,9 +56,13 @@
 //
 // # Timeouts
 //
-// The context passed to Acquire bounds the wait, not the lease. For it to
-// bound each round trip too, create the go-redis client with
-// ContextTimeoutEnabled; otherwise go-redis bounds a stalled command only by
-// its ReadTimeout. Lease contexts are cancelled by their local deadlines
-// either way.
+// The context passed to Acquire bounds the wait, not the lease; the contexts
+// passed to Acquire, Extend and Release also bound each round trip. go-redis
+// itself honours a context's deadline only on a client created with
+// ContextTimeoutEnabled; on another client a stalled command runs for its
+// ReadTimeout, so the manager stops waiting for it when the context ends and
+// lets it finish in the background (an acquire answered after its caller
+// left is taken back). Set ContextTimeoutEnabled to spare that goroutine.
+// The watchdog's renewals do not depend on it: lease contexts are cancelled
+// by their local deadlines either way.
 package lease

@@ -54,10 +54,10 @@ type lossReport struct {
 // the Manager. Options are validated here: a bad value is an error wrapping
 // ErrInvalidOption. New makes no round trip.
 //
-// For a context to bound each round trip, and not only the wait between
-// attempts, create the client with ContextTimeoutEnabled: without it go-redis
-// bounds a stalled command by its ReadTimeout alone. Lease contexts are
-// cancelled by their local deadlines either way.
+// Create the client with ContextTimeoutEnabled where you can: the manager
+// then lets go-redis end a round trip when its context ends, instead of
+// waiting for it in a goroutine of its own (see the package documentation,
+// "Timeouts").
 func New(client redis.UniversalClient, opts ...Option) (*Manager, error) {
 	if client == nil || isNilPointer(client) {
 		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalidOption)
