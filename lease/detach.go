@@ -34,7 +34,7 @@ func ctxBound(client redis.UniversalClient) bool {
 // gave up waiting for should still happen. It is bounded instead by the op
 // timeout from the moment the caller left.
 func (m *Manager) detach(ctx context.Context, op func(context.Context) error, late func(error)) (err error, left bool) {
-	if m.ctxBound || ctx.Done() == nil || !m.track() {
+	if m.ctxBound || ctx.Done() == nil || !m.join(&m.bg) {
 		return op(ctx), false
 	}
 	var (
@@ -75,14 +75,3 @@ func (m *Manager) detach(ctx context.Context, op func(context.Context) error, la
 	}
 }
 
-// track counts a background goroutine for Close to wait for, unless the
-// manager is closed (and Close may be waiting already).
-func (m *Manager) track() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.closed {
-		return false
-	}
-	m.bg.Add(1)
-	return true
-}

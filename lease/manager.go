@@ -236,8 +236,8 @@ func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 // (or the attempt came back too late to use) the holder's remaining TTL
 // (negative if unknown), or an error.
 func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease, time.Duration, error) {
-	if err := m.begin(); err != nil {
-		return nil, 0, err
+	if !m.join(&m.ops) {
+		return nil, 0, ErrClosed
 	}
 	defer m.ops.Done()
 	if err := ctx.Err(); err != nil {
@@ -297,15 +297,16 @@ func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease
 	return l, 0, nil
 }
 
-// begin registers an acquire attempt, unless the manager is closed.
-func (m *Manager) begin() error {
+// join counts one more piece of work on wg, which Close waits for, unless
+// the manager is closed (and Close may be waiting on wg already).
+func (m *Manager) join(wg *sync.WaitGroup) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
-		return ErrClosed
+		return false
 	}
-	m.ops.Add(1)
-	return nil
+	wg.Add(1)
+	return true
 }
 
 // cleanUp makes a best-effort round trip, bounded by the op timeout, that

@@ -61,9 +61,6 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 	return &Redis{client: client, layout: Layout{Prefix: prefix}}
 }
 
-// Layout returns the key layout the backend uses.
-func (r *Redis) Layout() Layout { return r.layout }
-
 // Acquire runs acquire.lua: one round trip once the script is cached.
 func (r *Redis) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Acquisition, error) {
 	keys := []string{r.layout.Lease(name), r.layout.Fence(name), r.layout.Abandoned(name, token)}
