@@ -74,4 +74,3 @@ func (m *Manager) detach(ctx context.Context, op func(context.Context) error, la
 		return context.Cause(ctx), true
 	}
 }
-
