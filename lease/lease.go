@@ -20,6 +20,7 @@ type Lease struct {
 	fence            int64
 	explicitInterval bool
 	entry            *watchdog.Entry
+	acquired         time.Time // when the acquire's reply came
 	ctx              context.Context
 	cancel           context.CancelCauseFunc
 
@@ -70,7 +71,15 @@ func (l *Lease) Deadline() time.Time { return l.entry.Deadline() }
 // (if Extend found it taken over, the lease is lost). Any other error leaves
 // it unknown whether the server applied the TTL; the local deadline does not
 // move.
-func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
+	if h := l.m.cfg.hooks; h.ExtendStart != nil || h.ExtendDone != nil {
+		if h.ExtendStart != nil {
+			ctx = h.ExtendStart(ctx, l, ttl)
+		}
+		if h.ExtendDone != nil {
+			defer func() { h.ExtendDone(ctx, l, err) }()
+		}
+	}
 	a := l.m.cfg.acquireConfig
 	a.ttl, a.interval = ttl, 0
 	if l.explicitInterval {
@@ -85,7 +94,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	item := l.item()
 	item.TTL = ttl
 	sent := time.Now()
-	err, _ := l.m.detach(ctx, func(ctx context.Context) error {
+	err, _ = l.m.detach(ctx, func(ctx context.Context) error {
 		errs := make([]error, 1)
 		l.m.be.Renew(ctx, []backend.Item{item}, errs)
 		return errs[0]
@@ -116,7 +125,19 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // in time) may still be on the server, for as long as the drift margin or
 // for a whole TTL if a renewal was applied but its answer lost; Release then
 // still deletes it, token-safely, so the name is free at once.
-func (l *Lease) Release(ctx context.Context) error {
+func (l *Lease) Release(ctx context.Context) (err error) {
+	if h := l.m.cfg.hooks; h.ReleaseStart != nil || h.ReleaseDone != nil {
+		if h.ReleaseStart != nil {
+			ctx = h.ReleaseStart(ctx, l)
+		}
+		if h.ReleaseDone != nil {
+			defer func() { h.ReleaseDone(ctx, l, err) }()
+		}
+	}
+	return l.release(ctx)
+}
+
+func (l *Lease) release(ctx context.Context) error {
 	if reason := l.m.wd.Remove(l.entry); reason != nil {
 		l.lost(reason)
 	}
@@ -150,12 +171,23 @@ func (l *Lease) end(cause error) bool {
 		return false
 	}
 	l.err = cause
+	reason := l.reason
 	l.mu.Unlock()
 	l.cancel(cause)
 	m := l.m
 	m.mu.Lock()
 	delete(m.held, l)
 	m.mu.Unlock()
+	if m.cfg.hooks.Ended != nil {
+		info := EndInfo{Cause: cause, Held: time.Since(l.acquired)}
+		if cause == ErrLost {
+			info.Loss = LossExpired
+			if reason == watchdog.ErrTakenOver {
+				info.Loss = LossTakenOver
+			}
+		}
+		m.cfg.hooks.Ended(l, info)
+	}
 	return true
 }
 
@@ -164,6 +196,17 @@ func (l *Lease) lostTo(reason error) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err == ErrLost && l.reason == reason
+}
+
+// holder is the lease as the watchdog sees it.
+type holder Lease
+
+func (h *holder) Lost(reason error) { (*Lease)(h).lost(reason) }
+
+func (h *holder) Renewed(err error) {
+	if f := h.m.cfg.hooks.Renewed; f != nil {
+		f((*Lease)(h), err)
+	}
 }
 
 // lost is the watchdog's loss callback.

@@ -168,18 +168,7 @@ func (m *Manager) acquireConfig(name string, opts []AcquireOption) (acquireConfi
 // TryAcquire makes one attempt to acquire name: it returns ErrNotAcquired at
 // once if the name is held.
 func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	a, err := m.acquireConfig(name, opts)
-	if err != nil {
-		return nil, err
-	}
-	l, _, err := m.try(ctx, name, a)
-	if err != nil {
-		return nil, err
-	}
-	if l == nil {
-		return nil, fmt.Errorf("%w: %q", ErrNotAcquired, name)
-	}
-	return l, nil
+	return m.acquire(ctx, name, opts, false)
 }
 
 // Acquire waits until it holds name or ctx ends. ctx bounds the wait only:
@@ -191,15 +180,43 @@ func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 // server error or an unknown outcome ends the wait with that error. When ctx
 // ends first the error wraps both ErrNotAcquired and ctx's error.
 func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	return m.acquire(ctx, name, opts, true)
+}
+
+// acquire is Acquire (wait) or TryAcquire, reported to the hooks.
+func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption, wait bool) (l *Lease, err error) {
+	h := m.cfg.hooks
+	if h.AcquireStart != nil {
+		ctx = h.AcquireStart(ctx, name)
+	}
+	attempts := 0
+	if h.AcquireDone != nil {
+		start := time.Now()
+		defer func() {
+			h.AcquireDone(ctx, AcquireInfo{Name: name, Lease: l, Attempts: attempts, Waited: time.Since(start), Err: err})
+		}()
+	}
 	a, err := m.acquireConfig(name, opts)
 	if err != nil {
 		return nil, err
+	}
+	if !wait {
+		attempts++
+		l, _, err := m.try(ctx, name, a)
+		if err != nil {
+			return nil, err
+		}
+		if l == nil {
+			return nil, fmt.Errorf("%w: %q", ErrNotAcquired, name)
+		}
+		return l, nil
 	}
 	var (
 		policy backoff.BackOff
 		timer  *time.Timer
 	)
 	for {
+		attempts++
 		l, holderTTL, err := m.try(ctx, name, a)
 		if l != nil || err != nil {
 			return l, err
@@ -279,6 +296,7 @@ func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease
 		m.releaseLater(l.item())
 		return nil, 0, nil
 	}
+	l.acquired = time.Now()
 	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -289,7 +307,7 @@ func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease
 	}
 	item := l.item()
 	item.TTL = a.ttl
-	l.entry, err = m.wd.Add(item, sent, a.renewInterval(), !a.noRenew, l.lost)
+	l.entry, err = m.wd.Add(item, sent, a.renewInterval(), !a.noRenew, (*holder)(l))
 	if err != nil { // the watchdog closes only after m.closed is set
 		panic("tenure: watchdog closed while the manager is open")
 	}

@@ -53,6 +53,7 @@ type config struct {
 	driftExtra  time.Duration
 	logger      *slog.Logger
 	opTimeout   time.Duration
+	hooks       Hooks
 }
 
 // acquireConfig is what one acquisition uses; the manager's config supplies
@@ -248,6 +249,16 @@ func WithOpTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: op timeout must be positive, got %v", ErrInvalidOption, d)
 		}
 		c.opTimeout = d
+		return nil
+	})
+}
+
+// WithHooks sets functions the manager calls as its leases are acquired,
+// renewed, extended, released and lost: package tracing builds them for
+// OpenTelemetry. A second WithHooks replaces the first.
+func WithHooks(h Hooks) Option {
+	return managerOption(func(c *config) error {
+		c.hooks = h
 		return nil
 	})
 }

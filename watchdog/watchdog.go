@@ -41,6 +41,29 @@ var (
 	ErrClosed = errors.New("watchdog closed")
 )
 
+// A Holder is told what happens to one lease. The watchdog calls its
+// methods from its own goroutines, outside its lock; they must not block,
+// for other leases share those goroutines.
+type Holder interface {
+	// Lost is called at most once, with the reason, never after Remove
+	// returned nil nor after Close returned.
+	Lost(reason error)
+	// Renewed is called after each automatic renewal attempt: err is nil
+	// when the server renewed the lease, otherwise the error of an attempt
+	// whose outcome is unknown and which is retried until the deadline. A
+	// renewal that finds the lease not held calls Lost instead.
+	Renewed(err error)
+}
+
+// LostFunc is a Holder that only wants to know of the loss.
+type LostFunc func(reason error)
+
+// Lost calls f(reason).
+func (f LostFunc) Lost(reason error) { f(reason) }
+
+// Renewed does nothing.
+func (LostFunc) Renewed(error) {}
+
 // Config tunes a Watchdog. Zero fields take their defaults.
 type Config struct {
 	// Drift returns the safety margin subtracted from a TTL to get a local
@@ -91,7 +114,7 @@ type Entry struct {
 	item     backend.Item
 	interval time.Duration
 	renew    bool
-	onLost   func(reason error)
+	holder   Holder
 	w        *Watchdog
 
 	deadline int64 // local deadline, nanoseconds since w.base
@@ -142,15 +165,13 @@ func (w *Watchdog) time(ns int64) time.Time { return w.base.Add(time.Duration(ns
 
 // Add puts a lease under the watchdog. sent is when the request that set its
 // TTL (item.TTL) was sent. With renew false the lease is not renewed, but is
-// still lost at its local deadline. onLost is called at most once, from a
-// watchdog goroutine, never after Remove returned nil nor after Close
-// returned; it must not
-// block.
+// still lost at its local deadline. The watchdog tells holder of renewals
+// and of the loss.
 //
 // The caller must not pass a lease whose reply came after its deadline;
 // such a lease is lost at once.
-func (w *Watchdog) Add(item backend.Item, sent time.Time, interval time.Duration, renew bool, onLost func(reason error)) (*Entry, error) {
-	e := &Entry{item: item, interval: interval, renew: renew, onLost: onLost, w: w, index: -1}
+func (w *Watchdog) Add(item backend.Item, sent time.Time, interval time.Duration, renew bool, holder Holder) (*Entry, error) {
+	e := &Entry{item: item, interval: interval, renew: renew, holder: holder, w: w, index: -1}
 	s := w.at(sent)
 	e.deadline = s + int64(item.TTL-w.cfg.Drift(item.TTL))
 	e.next = never
@@ -183,7 +204,7 @@ func (e *Entry) Interval() time.Duration {
 	return e.interval
 }
 
-// Remove takes the lease from the watchdog: no renewal is sent and onLost is
+// Remove takes the lease from the watchdog: no renewal is sent and Lost is
 // not called after it returns. It returns nil if the lease was still held,
 // else the reason it was lost (or ErrClosed).
 func (w *Watchdog) Remove(e *Entry) error {
@@ -328,7 +349,7 @@ func (w *Watchdog) schedule() {
 		w.mu.Unlock()
 
 		for _, e := range lost {
-			e.onLost(ErrExpired)
+			e.holder.Lost(ErrExpired)
 		}
 		for range min(batches, w.cfg.Workers) {
 			select {
@@ -412,7 +433,14 @@ func (w *Watchdog) worker() {
 			cancel()
 			lost = w.settle(batch, items, errs, w.at(sent), lost[:0])
 			for _, e := range lost {
-				e.onLost(ErrTakenOver)
+				e.holder.Lost(ErrTakenOver)
+			}
+			// Everyone in the batch hears how its renewal went, after the
+			// losses: those are what must not wait.
+			for i, e := range batch {
+				if !errors.Is(errs[i], backend.ErrNotHeld) {
+					e.holder.Renewed(errs[i])
+				}
 			}
 		}
 	}

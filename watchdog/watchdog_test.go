@@ -49,7 +49,7 @@ func hold(t *testing.T, w *Watchdog, be backend.Backend, name string, ttl, inter
 		t.Fatalf("acquire %s: %v %+v", name, err, res)
 	}
 	l := &loss{}
-	e, err := w.Add(backend.Item{Name: name, Token: tok, TTL: ttl}, sent, interval, true, l.record)
+	e, err := w.Add(backend.Item{Name: name, Token: tok, TTL: ttl}, sent, interval, true, LostFunc(l.record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +291,7 @@ func TestNoRenewLeaseLosesAtDeadline(t *testing.T) {
 		sent := time.Now()
 		_, _ = fake.Acquire(context.Background(), "a", "t", 3*time.Second)
 		l := &loss{}
-		e, _ := w.Add(backend.Item{Name: "a", Token: "t", TTL: 3 * time.Second}, sent, time.Second, false, l.record)
+		e, _ := w.Add(backend.Item{Name: "a", Token: "t", TTL: 3 * time.Second}, sent, time.Second, false, LostFunc(l.record))
 		time.Sleep(10 * time.Second)
 		reason, at, _ := l.get()
 		if !errors.Is(reason, ErrExpired) || !at.Equal(e.Deadline()) || fake.Calls("renew") != 0 {
@@ -333,7 +333,7 @@ func TestCloseReturnsHeldAndStops(t *testing.T) {
 		if len(held) != 1 || held[0].Name != "a" {
 			t.Fatalf("held %+v", held)
 		}
-		if _, err := w.Add(backend.Item{Name: "c", TTL: time.Second}, time.Now(), 300*time.Millisecond, true, func(error) {}); !errors.Is(err, ErrClosed) {
+		if _, err := w.Add(backend.Item{Name: "c", TTL: time.Second}, time.Now(), 300*time.Millisecond, true, LostFunc(func(error) {})); !errors.Is(err, ErrClosed) {
 			t.Fatalf("Add after Close: %v", err)
 		}
 		time.Sleep(10 * time.Second)

@@ -1,0 +1,139 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+type ctxKey struct{}
+
+// hookLog records hook calls as lines, in order.
+type hookLog struct {
+	mu    sync.Mutex
+	lines []string
+	renew map[string]int // renewal outcomes by name
+}
+
+func (h *hookLog) add(format string, args ...any) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, fmt.Sprintf(format, args...))
+}
+
+func (h *hookLog) snapshot() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.lines...)
+}
+
+func (h *hookLog) hooks() lease.Hooks {
+	return lease.Hooks{
+		AcquireStart: func(ctx context.Context, name string) context.Context {
+			h.add("acquire-start %s", name)
+			return context.WithValue(ctx, ctxKey{}, "span:"+name)
+		},
+		AcquireDone: func(ctx context.Context, info lease.AcquireInfo) {
+			fence := int64(0)
+			if info.Lease != nil {
+				fence = info.Lease.Fence()
+			}
+			h.add("acquire-done %s %v attempts>0=%v fence>0=%v err=%v", info.Name, ctx.Value(ctxKey{}), info.Attempts > 0, fence > 0, info.Err != nil)
+		},
+		Renewed: func(l *lease.Lease, err error) {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.renew == nil {
+				h.renew = map[string]int{}
+			}
+			h.renew[fmt.Sprintf("%s ok=%v", l.Name(), err == nil)]++
+		},
+		ExtendStart: func(ctx context.Context, l *lease.Lease, ttl time.Duration) context.Context {
+			h.add("extend-start %s %v", l.Name(), ttl)
+			return ctx
+		},
+		ExtendDone: func(ctx context.Context, l *lease.Lease, err error) {
+			h.add("extend-done %s err=%v", l.Name(), err)
+		},
+		ReleaseStart: func(ctx context.Context, l *lease.Lease) context.Context {
+			h.add("release-start %s", l.Name())
+			return ctx
+		},
+		ReleaseDone: func(ctx context.Context, l *lease.Lease, err error) {
+			h.add("release-done %s notheld=%v", l.Name(), errors.Is(err, lease.ErrNotHeld))
+		},
+		Ended: func(l *lease.Lease, info lease.EndInfo) {
+			h.add("ended %s %v %s held>0=%v", l.Name(), info.Cause, info.Loss, info.Held > 0)
+		},
+	}
+}
+
+func TestHooksSeeAcquireRenewExtendReleaseAndLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	var h hookLog
+	interval := 50 * time.Millisecond
+	m := newManager(t, srv.Client(t), lease.WithTTL(200*time.Millisecond), lease.WithRenewInterval(interval), lease.WithHooks(h.hooks()))
+	ctx := context.Background()
+
+	l, err := m.Acquire(ctx, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.Context().Value(ctxKey{}); got != "span:a" {
+		t.Fatalf("lease context lost the value AcquireStart added: %v", got)
+	}
+	time.Sleep(4 * interval)
+	if err := l.Extend(ctx, 300*time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.TryAcquire(ctx, ""); err == nil {
+		t.Fatal("empty name accepted")
+	}
+
+	lost, err := m.Acquire(ctx, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Set(ctx, "tenure:{b}", "intruder", time.Minute)
+	waitDone(t, lost, interval+allowance+50*time.Millisecond)
+	if err := lost.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Release of a lost lease = %v", err)
+	}
+
+	want := []string{
+		"acquire-start a",
+		"acquire-done a span:a attempts>0=true fence>0=true err=false",
+		"extend-start a 300ms",
+		"extend-done a err=<nil>",
+		"release-start a",
+		"ended a " + lease.ErrReleased.Error() + "  held>0=true",
+		"release-done a notheld=false",
+		"acquire-start ",
+		"acquire-done  span: attempts>0=false fence>0=false err=true",
+		"acquire-start b",
+		"acquire-done b span:b attempts>0=true fence>0=true err=false",
+		"ended b " + lease.ErrLost.Error() + " taken_over held>0=true",
+		"release-start b",
+		"release-done b notheld=true",
+	}
+	got := h.snapshot()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("hook calls:\n%q\nwant\n%q", got, want)
+	}
+	h.mu.Lock()
+	renewed := h.renew["a ok=true"]
+	h.mu.Unlock()
+	if renewed < 2 {
+		t.Fatalf("renewals of a seen by the hook: %d, want at least 2 in %v", renewed, 4*interval)
+	}
+}
