@@ -93,7 +93,7 @@ func BenchmarkRenewRound(b *testing.B) {
 	items := make([]backend.Item, n)
 	for i := range items {
 		items[i] = backend.Item{Name: fmt.Sprint("renew-", i), Token: fmt.Sprint("token-", i), TTL: time.Minute}
-		if res, err := be.Acquire(ctx, items[i].Name, items[i].Token, time.Minute); err != nil || !res.Acquired {
+		if res, err := be.Acquire(ctx, backend.Request{Name: items[i].Name, Token: items[i].Token, TTL: time.Minute}); err != nil || !res.Acquired {
 			b.Fatal(err, res)
 		}
 	}

@@ -19,12 +19,15 @@ type Lease struct {
 	token            string
 	fence            int64
 	explicitInterval bool
+	owner            string // a reentrant lock's owner; "" for a lease
+	exclusive        bool   // the owner is this lease's alone
 	entry            *watchdog.Entry
 	acquired         time.Time // when the acquire's reply came
 	ctx              context.Context
 	cancel           context.CancelCauseFunc
 
 	mu     sync.Mutex
+	depth  int   // a reentrant lock's entries through this lease
 	err    error // why it ended; nil while held
 	reason error // why the watchdog lost it (watchdog.ErrTakenOver, ErrExpired)
 }
@@ -159,8 +162,21 @@ func (l *Lease) release(ctx context.Context) error {
 	return nil
 }
 
-// item names the lease for the backend.
-func (l *Lease) item() backend.Item { return backend.Item{Name: l.name, Token: l.token} }
+// item names the lease for the backend, to release it: a reentrant lock
+// takes back its entries, or the owner's whole count when the owner is the
+// lease's alone (whatever timed-out entries may have added).
+func (l *Lease) item() backend.Item {
+	if l.owner == "" {
+		return backend.Item{Name: l.name, Token: l.token}
+	}
+	it := backend.Item{Name: l.name, Token: l.owner, Reentrant: true}
+	if !l.exclusive {
+		l.mu.Lock()
+		it.Count = l.depth
+		l.mu.Unlock()
+	}
+	return it
+}
 
 // end records why the lease ended and cancels its context, once; it reports
 // whether this call ended it.

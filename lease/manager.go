@@ -24,6 +24,8 @@ import (
 type Manager struct {
 	be       backend.Backend
 	wd       *watchdog.Watchdog
+	notify   *notifier // nil without a Redis client (the fake backend)
+	layout   backend.Layout
 	cfg      config
 	ctxBound bool // the client ends a command when its context ends
 
@@ -68,6 +70,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Manager, error) {
 	}
 	m := newManager(backend.NewRedis(client, cfg.prefix), cfg)
 	m.ctxBound = ctxBound(client)
+	m.notify = newNotifier(client)
 	return m, nil
 }
 
@@ -96,6 +99,7 @@ func newManager(be backend.Backend, cfg config) *Manager {
 	m := &Manager{
 		be:         be,
 		wd:         watchdog.New(be, watchdog.Config{Drift: cfg.drift}),
+		layout:     backend.Layout{Prefix: cfg.prefix},
 		cfg:        cfg,
 		held:       make(map[*Lease]struct{}),
 		closing:    make(chan struct{}),
@@ -168,7 +172,7 @@ func (m *Manager) acquireConfig(name string, opts []AcquireOption) (acquireConfi
 // TryAcquire makes one attempt to acquire name: it returns ErrNotAcquired at
 // once if the name is held.
 func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	return m.acquire(ctx, name, opts, false)
+	return m.acquire(ctx, name, opts, false, "", false)
 }
 
 // Acquire waits until it holds name or ctx ends. ctx bounds the wait only:
@@ -180,11 +184,12 @@ func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 // server error or an unknown outcome ends the wait with that error. When ctx
 // ends first the error wraps both ErrNotAcquired and ctx's error.
 func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	return m.acquire(ctx, name, opts, true)
+	return m.acquire(ctx, name, opts, true, "", false)
 }
 
-// acquire is Acquire (wait) or TryAcquire, reported to the hooks.
-func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption, wait bool) (l *Lease, err error) {
+// acquire is Acquire (wait) or TryAcquire, reported to the hooks; with an
+// owner, of a reentrant lock.
+func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool) (l *Lease, err error) {
 	h := m.cfg.hooks
 	if h.AcquireStart != nil {
 		ctx = h.AcquireStart(ctx, name)
@@ -200,9 +205,17 @@ func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption
 	if err != nil {
 		return nil, err
 	}
+	a.owner, a.exclusive = owner, exclusive
+	return m.acquireWith(ctx, name, a, wait, &attempts)
+}
+
+// acquireWith makes the attempts of one acquisition, counting them.
+func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig, wait bool, attempts *int) (*Lease, error) {
+	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive}
 	if !wait {
-		attempts++
-		l, _, err := m.try(ctx, name, a)
+		*attempts++
+		req.Token = newToken()
+		l, _, err := m.try(ctx, req, a)
 		if err != nil {
 			return nil, err
 		}
@@ -211,37 +224,88 @@ func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption
 		}
 		return l, nil
 	}
+	if a.fair {
+		// One token for the whole wait: it is the waiter's place in the
+		// queue.
+		req.Token = newToken()
+		req.Queue = a.queue
+	}
 	var (
-		policy backoff.BackOff
-		timer  *time.Timer
+		policy  backoff.BackOff
+		timer   *time.Timer
+		w       *waiter
+		channel = m.layout.Channel(name)
+		queued  bool
 	)
+	defer func() {
+		if w != nil {
+			m.notify.unregister(channel, w)
+		}
+	}()
 	for {
-		attempts++
-		l, holderTTL, err := m.try(ctx, name, a)
+		*attempts++
+		if !a.fair {
+			req.Token = newToken()
+		}
+		l, holderTTL, err := m.try(ctx, req, a)
 		if l != nil || err != nil {
+			if err != nil && queued && !backend.MaybeApplied(err) {
+				// Tried and failed outright: the queue must not keep
+				// our place for the others to wait behind.
+				m.leaveLater(req)
+			}
 			return l, err
+		}
+		queued = a.fair
+		if w != nil {
+			m.notify.tried(w)
 		}
 		if policy == nil {
 			policy = a.newBackOff()
 		}
-		wait := policy.NextBackOff()
-		if wait == backoff.Stop {
+		step := policy.NextBackOff()
+		if step == backoff.Stop {
+			if queued {
+				m.leaveLater(req)
+			}
 			return nil, fmt.Errorf("%w: %q: the backoff policy gave up", ErrNotAcquired, name)
 		}
 		// Keys expire at millisecond granularity; a millisecond more makes
 		// sure the holder's key is gone when we look again.
-		if holderTTL >= 0 && holderTTL+time.Millisecond < wait {
-			wait = holderTTL + time.Millisecond
+		if holderTTL >= 0 && holderTTL+time.Millisecond < step {
+			step = holderTTL + time.Millisecond
+		}
+		if a.fair && step > a.queue/3 {
+			step = a.queue / 3 // keep our place in the queue
+		}
+		if w == nil && m.notify != nil {
+			var armed bool
+			if w, armed = m.notify.register(channel, a.fair); armed {
+				// We listen now, but a release since our attempt went
+				// unheard: look again at once.
+				continue
+			}
+		}
+		var wake <-chan struct{}
+		if w != nil {
+			wake = w.wake
 		}
 		if timer == nil {
-			timer = time.NewTimer(wait)
+			timer = time.NewTimer(step)
 			defer timer.Stop()
 		} else {
-			timer.Reset(wait)
+			timer.Reset(step)
 		}
 		select {
 		case <-timer.C:
+		case <-wake:
+			if !timer.Stop() {
+				<-timer.C
+			}
 		case <-ctx.Done():
+			if queued {
+				m.leaveLater(req)
+			}
 			return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
 		case <-m.closing:
 			return nil, ErrClosed
@@ -249,10 +313,22 @@ func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption
 	}
 }
 
+// leaveLater takes a fair waiter that gives up out of the queue, in the
+// background: otherwise the others would wait behind it until the queue
+// forgets it.
+func (m *Manager) leaveLater(req backend.Request) {
+	if !m.join(&m.ops) {
+		return // Close is under way; the queue forgets us soon enough
+	}
+	defer m.ops.Done()
+	m.inBackground("leaving the queue", req.Name, func(ctx context.Context) error { return m.be.Leave(ctx, req) })
+}
+
 // try makes one attempt. It returns the lease, or when the name is held
 // (or the attempt came back too late to use) the holder's remaining TTL
 // (negative if unknown), or an error.
-func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease, time.Duration, error) {
+func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig) (*Lease, time.Duration, error) {
+	name := req.Name
 	if !m.join(&m.ops) {
 		return nil, 0, ErrClosed
 	}
@@ -260,26 +336,25 @@ func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease
 	if err := ctx.Err(); err != nil {
 		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
 	}
-	token := newToken()
 	sent := time.Now()
 	var res backend.Acquisition
 	err, left := m.detach(ctx, func(ctx context.Context) (err error) {
-		res, err = m.be.Acquire(ctx, name, token, a.ttl)
+		res, err = m.be.Acquire(ctx, req)
 		return err
 	}, func(err error) {
 		// The caller gave up before the answer came; now it has.
 		switch {
 		case err == nil && res.Acquired:
-			m.cleanUp("clean-up release", name, m.releaseOp(backend.Item{Name: name, Token: token}))
+			m.cleanUp("clean-up release", name, m.releaseOp(m.requestItem(req, res)))
 		case backend.MaybeApplied(err):
-			m.cleanUp("abandoning an unanswered acquire", name, m.abandonOp(name, token, a.ttl))
+			m.cleanUp("abandoning an unanswered acquire", name, m.abandonOp(req))
 		}
 	})
 	if err != nil {
 		if !left && backend.MaybeApplied(err) {
 			// S7: the server may have executed the attempt, or may yet:
 			// take our token back so that no phantom lease blocks the name.
-			m.inBackground("abandoning an unanswered acquire", name, m.abandonOp(name, token, a.ttl))
+			m.inBackground("abandoning an unanswered acquire", name, m.abandonOp(req))
 		}
 		if ctx.Err() != nil {
 			return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, errors.Join(context.Cause(ctx), err))
@@ -289,11 +364,12 @@ func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease
 	if !res.Acquired {
 		return nil, res.HolderTTL, nil
 	}
-	l := &Lease{m: m, name: name, token: token, fence: res.Fence, explicitInterval: a.interval > 0}
+	l := &Lease{m: m, name: name, token: req.Token, fence: res.Fence, explicitInterval: a.interval > 0,
+		owner: req.Owner, exclusive: req.Exclusive, depth: 1}
 	if time.Since(sent) >= a.ttl-m.cfg.drift(a.ttl) {
 		// The reply took longer than the lease may be trusted for: it is
 		// useless, and holding it would only block the name.
-		m.releaseLater(l.item())
+		m.releaseLater(m.requestItem(req, res))
 		return nil, 0, nil
 	}
 	l.acquired = time.Now()
@@ -302,17 +378,27 @@ func (m *Manager) try(ctx context.Context, name string, a acquireConfig) (*Lease
 	defer m.mu.Unlock()
 	if m.closed {
 		l.cancel(ErrClosed)
-		m.releaseLater(l.item())
+		m.releaseLater(m.requestItem(req, res))
 		return nil, 0, ErrClosed
 	}
-	item := l.item()
-	item.TTL = a.ttl
+	item := req.Item()
 	l.entry, err = m.wd.Add(item, sent, a.renewInterval(), !a.noRenew, (*holder)(l))
 	if err != nil { // the watchdog closes only after m.closed is set
 		panic("tenure: watchdog closed while the manager is open")
 	}
 	m.held[l] = struct{}{}
 	return l, 0, nil
+}
+
+// requestItem is what to release to undo a successful request nobody will
+// use: for a reentrant lock, the one entry it added (all of them when the
+// owner is the request's alone).
+func (m *Manager) requestItem(req backend.Request, res backend.Acquisition) backend.Item {
+	it := req.Item()
+	if it.Reentrant && !req.Exclusive {
+		it.Count = 1
+	}
+	return it
 }
 
 // join counts one more piece of work on wg, which Close waits for, unless
@@ -349,8 +435,8 @@ func (m *Manager) inBackground(what, name string, op func(ctx context.Context) e
 }
 
 // abandonOp takes back an acquire whose outcome is unknown (S7).
-func (m *Manager) abandonOp(name, token string, ttl time.Duration) func(ctx context.Context) error {
-	return func(ctx context.Context) error { return m.be.Abandon(ctx, name, token, ttl) }
+func (m *Manager) abandonOp(req backend.Request) func(ctx context.Context) error {
+	return func(ctx context.Context) error { return m.be.Abandon(ctx, req) }
 }
 
 // releaseOp releases a lease nobody will use.
@@ -452,6 +538,9 @@ func (m *Manager) Close() error {
 	// and hands its lease to a clean-up round trip.
 	m.ops.Wait()
 	m.bg.Wait()
+	if m.notify != nil {
+		m.notify.close()
+	}
 	close(m.stopReport)
 	<-m.reported
 	return errors.Join(errs...)

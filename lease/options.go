@@ -25,6 +25,9 @@ const (
 	DefaultKeyPrefix   = "tenure:"
 	DefaultDriftFactor = 0.01
 	DefaultDriftExtra  = 2 * time.Millisecond
+	// DefaultQueueTimeout is how long the fair queue keeps a waiter that
+	// stopped asking (its process died) before the next one's turn comes.
+	DefaultQueueTimeout = 5 * time.Second
 )
 
 // An Option configures a Manager (New). Some options, such as WithTTL, are
@@ -63,11 +66,17 @@ type acquireConfig struct {
 	interval   time.Duration // 0: ttl/3
 	noRenew    bool
 	newBackOff func() backoff.BackOff
+	fair       bool
+	queue      time.Duration // how long the fair queue keeps a waiter between attempts
+
+	// Set by package reentrant, through internal/reentry.
+	owner     string // a reentrant lock's owner; "" for a lease
+	exclusive bool   // owner is fresh: no other acquisition shares it
 }
 
 func defaultConfig() config {
 	return config{
-		acquireConfig: acquireConfig{ttl: DefaultTTL, newBackOff: defaultBackOff},
+		acquireConfig: acquireConfig{ttl: DefaultTTL, newBackOff: defaultBackOff, queue: DefaultQueueTimeout},
 		prefix:        DefaultKeyPrefix,
 		driftFactor:   DefaultDriftFactor,
 		driftExtra:    DefaultDriftExtra,
@@ -76,16 +85,18 @@ func defaultConfig() config {
 	}
 }
 
-// defaultBackOff is the pause between attempts while waiting for a held
-// name: short first, since a holder often releases soon, growing so that
-// many waiters do not hammer the server. Every step is also capped by the
-// holder's remaining TTL.
+// defaultBackOff is the longest pause between attempts while waiting for a
+// held name. A waiter is woken by the release message first (see the
+// package documentation, "Waiting"); the backoff only bounds what a lost
+// message costs, so it can be long, and grows so that many waiters do not
+// hammer the server. Every step is also capped by the holder's remaining
+// TTL, which bounds what a holder that died costs.
 func defaultBackOff() backoff.BackOff {
 	b := backoff.NewExponentialBackOff()
-	b.InitialInterval = 5 * time.Millisecond
+	b.InitialInterval = 50 * time.Millisecond
 	b.RandomizationFactor = 0.5
-	b.Multiplier = 1.5
-	b.MaxInterval = 250 * time.Millisecond
+	b.Multiplier = 2
+	b.MaxInterval = time.Second
 	b.MaxElapsedTime = 0 // the caller's context bounds the wait
 	b.Reset()
 	return b
@@ -189,6 +200,24 @@ func (o autoRenewOption) applyAcquire(a *acquireConfig) error {
 // then lives for its TTL unless extended with Lease.Extend, and its context
 // is still cancelled at its local deadline.
 func WithAutoRenew(on bool) AcquireOption { return autoRenewOption(on) }
+
+type fairOption bool
+
+func (o fairOption) applyManager(c *config) error { return o.applyAcquire(&c.acquireConfig) }
+func (o fairOption) applyAcquire(a *acquireConfig) error {
+	a.fair = bool(o)
+	return nil
+}
+
+// WithFair(true) makes Acquire (and Do) wait its turn: waiters on one name
+// are granted it in the order they first asked, across processes, through
+// a queue kept in Redis (P{N}:queue). A waiter that stops asking (its process
+// died) is dropped from the queue after DefaultQueueTimeout. Fair mode is off
+// by default: a barging waiter costs fewer round trips, and whichever waiter
+// asks first after a release wins. Barging acquires (and TryAcquire) still
+// wait behind fair waiters that are queued, so fairness holds whoever asks.
+// As a CommonOption it sets the manager's default.
+func WithFair(on bool) CommonOption { return fairOption(on) }
 
 type managerOption func(*config) error
 

@@ -204,6 +204,13 @@ func (e *Entry) Interval() time.Duration {
 	return e.interval
 }
 
+// TTL returns the TTL the lease's renewals set.
+func (e *Entry) TTL() time.Duration {
+	e.w.mu.Lock()
+	defer e.w.mu.Unlock()
+	return e.item.TTL
+}
+
 // Remove takes the lease from the watchdog: no renewal is sent and Lost is
 // not called after it returns. It returns nil if the lease was still held,
 // else the reason it was lost (or ErrClosed).

@@ -44,7 +44,7 @@ func hold(t *testing.T, w *Watchdog, be backend.Backend, name string, ttl, inter
 	t.Helper()
 	tok := "tok-" + name
 	sent := time.Now()
-	res, err := be.Acquire(context.Background(), name, tok, ttl)
+	res, err := be.Acquire(context.Background(), backend.Request{Name: name, Token: tok, TTL: ttl})
 	if err != nil || !res.Acquired {
 		t.Fatalf("acquire %s: %v %+v", name, err, res)
 	}
@@ -289,7 +289,7 @@ func TestNoRenewLeaseLosesAtDeadline(t *testing.T) {
 		w := New(fake, Config{Drift: drift})
 		defer w.Close()
 		sent := time.Now()
-		_, _ = fake.Acquire(context.Background(), "a", "t", 3*time.Second)
+		_, _ = fake.Acquire(context.Background(), backend.Request{Name: "a", Token: "t", TTL: 3 * time.Second})
 		l := &loss{}
 		e, _ := w.Add(backend.Item{Name: "a", Token: "t", TTL: 3 * time.Second}, sent, time.Second, false, LostFunc(l.record))
 		time.Sleep(10 * time.Second)

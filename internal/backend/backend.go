@@ -17,51 +17,103 @@ import (
 // not hold the name (it expired, was released, or was taken over).
 var ErrNotHeld = errors.New("not held by this token")
 
-// Item names one held lease: the name, the holder's token and, for Renew, the
-// TTL to set.
-type Item struct {
-	Name  string
+// Request is one attempt to acquire a name.
+type Request struct {
+	// Name is the name to hold.
+	Name string
+	// Token is the attempt's random token. For a lease it is the holder's
+	// proof of ownership; for a reentrant lock it names the attempt (for
+	// Abandon and the fair queue), and Owner names the holder.
 	Token string
-	TTL   time.Duration
+	// TTL is the lease's time to live.
+	TTL time.Duration
+	// Owner, when set, makes the attempt one on a reentrant lock: the name's
+	// key is a hash of owner -> count, and an owner that holds it enters
+	// again instead of waiting.
+	Owner string
+	// Exclusive says that Owner is this attempt's alone (a fresh random
+	// owner), so Abandon may delete whatever count it has.
+	Exclusive bool
+	// Queue, when positive, makes the attempt fair: the name goes to waiters
+	// in the order they first asked, and the queue forgets a waiter that
+	// has not tried again for Queue.
+	Queue time.Duration
+}
+
+// Item names one held lease or reentrant lock.
+type Item struct {
+	Name string
+	// Token is a lease's token; for a reentrant lock it is the owner.
+	Token string
+	// TTL is the TTL a renewal sets.
+	TTL time.Duration
+	// Reentrant marks a reentrant lock.
+	Reentrant bool
+	// Count is how many entries of a reentrant lock Release takes back;
+	// 0 takes back all of the owner's.
+	Count int
+}
+
+// Item returns the item of a successful request.
+func (r Request) Item() Item {
+	if r.Owner != "" {
+		return Item{Name: r.Name, Token: r.Owner, TTL: r.TTL, Reentrant: true}
+	}
+	return Item{Name: r.Name, Token: r.Token, TTL: r.TTL}
 }
 
 // Acquisition is the outcome of one Acquire attempt that reached the server.
 type Acquisition struct {
-	// Acquired reports whether the name was free and is now held by the token.
+	// Acquired reports whether the name was free and is now held by the
+	// request (or, for a reentrant lock, already held by its owner).
 	Acquired bool
-	// Fence is the fencing token of the new lease, when Acquired.
+	// Fence is the fencing token of the hold, when Acquired: a new one when
+	// the name was free, the current one when a reentrant owner entered
+	// again.
 	Fence int64
-	// HolderTTL is the current holder's remaining TTL when not Acquired: the
-	// longest a waiter needs to wait before the name is free even if its
-	// holder died. Negative when the holder's key has no expiry.
+	// Count is a reentrant owner's count after the attempt.
+	Count int64
+	// HolderTTL is, when not Acquired, the longest a waiter needs to wait
+	// before the name could be free even if nobody lets it go: the holder's
+	// remaining TTL, or the time the fair queue's head may still take.
+	// Negative when the holder's key has no expiry.
 	HolderTTL time.Duration
 }
 
 // Backend stores leases.
 type Backend interface {
-	// Acquire sets name to token with the given TTL if, and only if, nothing
-	// holds the name, and returns the next fencing token for the name. An
-	// error means the attempt may or may not have been applied.
-	Acquire(ctx context.Context, name, token string, ttl time.Duration) (Acquisition, error)
+	// Acquire takes the name for the request if, and only if, nothing holds
+	// it (or, for a reentrant lock, the request's owner holds it), and
+	// returns its fencing token. An error means the attempt may or may not
+	// have been applied.
+	Acquire(ctx context.Context, req Request) (Acquisition, error)
 
-	// Renew sets the TTL of every item whose token still holds its name, in
-	// as few round trips as the deployment allows, never shortening a TTL.
+	// Renew sets the TTL of every item that still holds its name, in as few
+	// round trips as the deployment allows, never shortening a TTL.
 	// errs[i] receives the result for items[i]: nil when renewed, ErrNotHeld
-	// when the token no longer holds the name, any other error when the
+	// when the item no longer holds the name, any other error when the
 	// outcome is unknown. len(errs) must equal len(items).
 	Renew(ctx context.Context, items []Item, errs []error)
 
-	// Release deletes every item whose token holds its name, and tells the
-	// name's waiters. errs[i] is nil when deleted, ErrNotHeld when the token
-	// did not hold the name (nothing was touched), any other error when the
-	// outcome is unknown.
+	// Release lets go of every item that holds its name (a reentrant lock by
+	// item.Count entries), and tells the name's waiters when it is free.
+	// errs[i] is nil when done, ErrNotHeld when the item did not hold the
+	// name (nothing was touched), any other error when the outcome is
+	// unknown.
 	Release(ctx context.Context, items []Item, errs []error)
 
-	// Abandon takes back an Acquire of token whose outcome is unknown: it
-	// deletes the lease if the Acquire was applied, and otherwise makes sure
-	// it never will be, should the request still be on its way (for at
-	// least ttl, the TTL it asked for). Token-safe like Release.
-	Abandon(ctx context.Context, name, token string, ttl time.Duration) error
+	// Abandon takes back an Acquire whose outcome is unknown: it undoes the
+	// request if it was applied, and otherwise makes sure it never will be,
+	// should it still be on its way (for at least its TTL). It also takes
+	// the request out of the fair queue. Token-safe like Release.
+	Abandon(ctx context.Context, req Request) error
+
+	// Leave takes a fair request that is giving up out of the queue.
+	Leave(ctx context.Context, req Request) error
+
+	// Reenter adds one entry to a reentrant lock that item's owner holds,
+	// and returns the owner's count; ErrNotHeld when it does not hold it.
+	Reenter(ctx context.Context, item Item) (int64, error)
 }
 
 // fill sets every element of errs to err.

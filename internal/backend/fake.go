@@ -20,8 +20,13 @@ type Fake struct {
 }
 
 type fakeKey struct {
-	token  string
+	token  string    // a lease's token, or a reentrant lock's owner
+	count  int64     // a reentrant lock's count; 0 for a lease
 	expiry time.Time // zero: no expiry
+}
+
+func (k fakeKey) heldBy(it Item) bool {
+	return k.token == it.Token && (k.count > 0) == it.Reentrant
 }
 
 // NewFake returns an empty Fake.
@@ -123,30 +128,42 @@ func (f *Fake) begin(ctx context.Context, op string) error {
 	return nil
 }
 
-// Acquire implements Backend.
-func (f *Fake) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Acquisition, error) {
+// Acquire implements Backend. Fair requests are served as barging ones.
+func (f *Fake) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 	if err := f.begin(ctx, "acquire"); err != nil {
 		return Acquisition{}, err
 	}
 	defer f.mu.Unlock()
+	name := req.Name
 	if k, ok := f.get(name); ok {
-		if k.token == token {
-			return Acquisition{Acquired: true, Fence: f.fences[name]}, nil
-		}
-		if k.expiry.IsZero() {
+		switch {
+		case req.Owner == "" && k.count == 0 && k.token == req.Token:
+			return Acquisition{Acquired: true, Fence: f.fences[name], Count: 1}, nil
+		case req.Owner != "" && k.count > 0 && k.token == req.Owner:
+			k.count++
+			if exp := time.Now().Add(req.TTL); k.expiry.Before(exp) {
+				k.expiry = exp
+			}
+			f.keys[name] = k
+			return Acquisition{Acquired: true, Fence: f.fences[name], Count: k.count}, nil
+		case k.expiry.IsZero():
 			return Acquisition{HolderTTL: -1}, nil
 		}
 		return Acquisition{HolderTTL: time.Until(k.expiry)}, nil
 	}
-	if until, ok := f.abandoned[token]; ok && time.Now().Before(until) {
+	if until, ok := f.abandoned[req.Token]; ok && time.Now().Before(until) {
 		return Acquisition{HolderTTL: -1}, nil
 	}
 	if _, ok := f.fences[name]; !ok {
 		f.fences[name] = time.Now().UnixMicro()
 	}
 	f.fences[name]++
-	f.keys[name] = fakeKey{token: token, expiry: time.Now().Add(ttl)}
-	return Acquisition{Acquired: true, Fence: f.fences[name]}, nil
+	k := fakeKey{token: req.Token, expiry: time.Now().Add(req.TTL)}
+	if req.Owner != "" {
+		k.token, k.count = req.Owner, 1
+	}
+	f.keys[name] = k
+	return Acquisition{Acquired: true, Fence: f.fences[name], Count: 1}, nil
 }
 
 // Renew implements Backend.
@@ -158,7 +175,7 @@ func (f *Fake) Renew(ctx context.Context, items []Item, errs []error) {
 	defer f.mu.Unlock()
 	for i, it := range items {
 		k, ok := f.get(it.Name)
-		if !ok || k.token != it.Token {
+		if !ok || !k.heldBy(it) {
 			errs[i] = ErrNotHeld
 			continue
 		}
@@ -171,17 +188,45 @@ func (f *Fake) Renew(ctx context.Context, items []Item, errs []error) {
 }
 
 // Abandon implements Backend.
-func (f *Fake) Abandon(ctx context.Context, name, token string, ttl time.Duration) error {
+func (f *Fake) Abandon(ctx context.Context, req Request) error {
 	if err := f.begin(ctx, "abandon"); err != nil {
 		return err
 	}
 	defer f.mu.Unlock()
-	if k, ok := f.get(name); ok && k.token == token {
-		delete(f.keys, name)
-		return nil
+	f.abandoned[req.Token] = time.Now().Add(req.TTL)
+	k, ok := f.get(req.Name)
+	if ok && ((req.Owner == "" && k.count == 0 && k.token == req.Token) ||
+		(req.Owner != "" && req.Exclusive && k.count > 0 && k.token == req.Owner)) {
+		delete(f.keys, req.Name)
 	}
-	f.abandoned[token] = time.Now().Add(ttl)
 	return nil
+}
+
+// Leave implements Backend; the fake keeps no queue.
+func (f *Fake) Leave(ctx context.Context, req Request) error {
+	if err := f.begin(ctx, "leave"); err != nil {
+		return err
+	}
+	f.mu.Unlock()
+	return nil
+}
+
+// Reenter implements Backend.
+func (f *Fake) Reenter(ctx context.Context, it Item) (int64, error) {
+	if err := f.begin(ctx, "reenter"); err != nil {
+		return 0, err
+	}
+	defer f.mu.Unlock()
+	k, ok := f.get(it.Name)
+	if !ok || !k.heldBy(it) {
+		return 0, ErrNotHeld
+	}
+	k.count++
+	if exp := time.Now().Add(it.TTL); k.expiry.Before(exp) {
+		k.expiry = exp
+	}
+	f.keys[it.Name] = k
+	return k.count, nil
 }
 
 // Release implements Backend.
@@ -193,11 +238,16 @@ func (f *Fake) Release(ctx context.Context, items []Item, errs []error) {
 	defer f.mu.Unlock()
 	for i, it := range items {
 		k, ok := f.get(it.Name)
-		if !ok || k.token != it.Token {
+		if !ok || !k.heldBy(it) {
 			errs[i] = ErrNotHeld
 			continue
 		}
-		delete(f.keys, it.Name)
+		if it.Reentrant && it.Count > 0 && k.count > int64(it.Count) {
+			k.count -= int64(it.Count)
+			f.keys[it.Name] = k
+		} else {
+			delete(f.keys, it.Name)
+		}
 		errs[i] = nil
 	}
 }

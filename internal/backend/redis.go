@@ -20,11 +20,17 @@ var (
 	releaseSrc string
 	//go:embed scripts/abandon.lua
 	abandonSrc string
+	//go:embed scripts/leave.lua
+	leaveSrc string
+	//go:embed scripts/reenter.lua
+	reenterSrc string
 
 	acquireScript = redis.NewScript(acquireSrc)
 	renewScript   = redis.NewScript(renewSrc)
 	releaseScript = redis.NewScript(releaseSrc)
 	abandonScript = redis.NewScript(abandonSrc)
+	leaveScript   = redis.NewScript(leaveSrc)
+	reenterScript = redis.NewScript(reenterSrc)
 )
 
 // Layout maps names to Redis keys (DESIGN.md section 3). Every key of one
@@ -34,7 +40,8 @@ type Layout struct {
 	Prefix string
 }
 
-// Lease is the key holding the lease's token: P{N}.
+// Lease is the name's key, P{N}: a lease's token (a string) or a reentrant
+// lock's owner counts (a hash).
 func (l Layout) Lease(name string) string { return l.Prefix + "{" + name + "}" }
 
 // Fence is the key of the name's fencing counter: P{N}:fence.
@@ -49,6 +56,12 @@ func (l Layout) Abandoned(name, token string) string {
 	return l.Prefix + "{" + name + "}:abandoned:" + token
 }
 
+// Queue is the name's fair queue, P{N}:queue: waiting tokens by arrival.
+func (l Layout) Queue(name string) string { return l.Prefix + "{" + name + "}:queue" }
+
+// QueueExpiry is when each queued token is forgotten, P{N}:queue:expiry.
+func (l Layout) QueueExpiry(name string) string { return l.Prefix + "{" + name + "}:queue:expiry" }
+
 // Redis is the Backend over one Redis deployment reached through a go-redis
 // UniversalClient (a single server, a Sentinel failover client or a Cluster).
 type Redis struct {
@@ -62,46 +75,82 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 }
 
 // Acquire runs acquire.lua: one round trip once the script is cached.
-func (r *Redis) Acquire(ctx context.Context, name, token string, ttl time.Duration) (Acquisition, error) {
-	keys := []string{r.layout.Lease(name), r.layout.Fence(name), r.layout.Abandoned(name, token)}
-	vals, err := acquireScript.Run(ctx, r.client, keys, token, ttl.Milliseconds()).Int64Slice()
+func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
+	n := req.Name
+	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Abandoned(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
+	vals, err := acquireScript.Run(ctx, r.client, keys, req.Token, req.TTL.Milliseconds(), req.Owner, req.Queue.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Acquisition{}, fmt.Errorf("acquire script: %w", err)
 	}
-	if len(vals) != 2 {
-		return Acquisition{}, fmt.Errorf("acquire script: unexpected reply %v", vals)
+	switch {
+	case len(vals) == 3 && vals[0] == 1:
+		return Acquisition{Acquired: true, Fence: vals[1], Count: vals[2]}, nil
+	case len(vals) == 2 && vals[0] == 0:
+		if vals[1] < 0 {
+			return Acquisition{HolderTTL: -1}, nil
+		}
+		return Acquisition{HolderTTL: time.Duration(vals[1]) * time.Millisecond}, nil
 	}
-	if vals[0] == 1 {
-		return Acquisition{Acquired: true, Fence: vals[1]}, nil
-	}
-	if vals[1] < 0 {
-		return Acquisition{HolderTTL: -1}, nil
-	}
-	return Acquisition{HolderTTL: time.Duration(vals[1]) * time.Millisecond}, nil
+	return Acquisition{}, fmt.Errorf("acquire script: unexpected reply %v", vals)
 }
 
 // Abandon runs abandon.lua.
-func (r *Redis) Abandon(ctx context.Context, name, token string, ttl time.Duration) error {
-	keys := []string{r.layout.Lease(name), r.layout.Abandoned(name, token)}
-	err := abandonScript.Run(ctx, r.client, keys, token, r.layout.Channel(name), ttl.Milliseconds()).Err()
+func (r *Redis) Abandon(ctx context.Context, req Request) error {
+	n := req.Name
+	keys := []string{r.layout.Lease(n), r.layout.Abandoned(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
+	excl := "0"
+	if req.Exclusive {
+		excl = "1"
+	}
+	err := abandonScript.Run(ctx, r.client, keys, req.Token, r.layout.Channel(n), req.TTL.Milliseconds(), req.Owner, excl).Err()
 	if err != nil {
 		return fmt.Errorf("abandon script: %w", err)
 	}
 	return nil
 }
 
+// Leave runs leave.lua.
+func (r *Redis) Leave(ctx context.Context, req Request) error {
+	n := req.Name
+	keys := []string{r.layout.Lease(n), r.layout.Queue(n), r.layout.QueueExpiry(n)}
+	if err := leaveScript.Run(ctx, r.client, keys, req.Token, r.layout.Channel(n)).Err(); err != nil {
+		return fmt.Errorf("leave script: %w", err)
+	}
+	return nil
+}
+
+// Reenter runs reenter.lua.
+func (r *Redis) Reenter(ctx context.Context, it Item) (int64, error) {
+	n, err := reenterScript.Run(ctx, r.client, []string{r.layout.Lease(it.Name)}, it.Token, it.TTL.Milliseconds()).Int64()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("reenter script: %w", err)
+	case n == 0:
+		return 0, ErrNotHeld
+	}
+	return n, nil
+}
+
 // Renew runs renew.lua for every item in one pipeline (go-redis splits a
 // Cluster pipeline per node, one round trip each).
 func (r *Redis) Renew(ctx context.Context, items []Item, errs []error) {
 	r.pipelined(ctx, renewScript, items, errs, func(it Item) (string, []any) {
-		return r.layout.Lease(it.Name), []any{it.Token, it.TTL.Milliseconds()}
+		kind := ""
+		if it.Reentrant {
+			kind = "h"
+		}
+		return r.layout.Lease(it.Name), []any{it.Token, it.TTL.Milliseconds(), kind}
 	})
 }
 
 // Release runs release.lua for every item in one pipeline.
 func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
 	r.pipelined(ctx, releaseScript, items, errs, func(it Item) (string, []any) {
-		return r.layout.Lease(it.Name), []any{it.Token, r.layout.Channel(it.Name)}
+		count := ""
+		if it.Reentrant {
+			count = strconv.Itoa(it.Count)
+		}
+		return r.layout.Lease(it.Name), []any{it.Token, r.layout.Channel(it.Name), count}
 	})
 }
 

@@ -18,7 +18,7 @@ func TestAcquireScript(t *testing.T) {
 	be := backend.NewRedis(srv.Client(t), "p:")
 	ctx := context.Background()
 
-	a, err := be.Acquire(ctx, "n", "tok1", time.Minute)
+	a, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok1", TTL: time.Minute})
 	if err != nil || !a.Acquired {
 		t.Fatalf("%+v %v", a, err)
 	}
@@ -36,18 +36,18 @@ func TestAcquireScript(t *testing.T) {
 	}
 
 	// Resending the same request (a client retry) answers the same.
-	again, err := be.Acquire(ctx, "n", "tok1", time.Minute)
+	again, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok1", TTL: time.Minute})
 	if err != nil || !again.Acquired || again.Fence != a.Fence {
 		t.Fatalf("resend: %+v %v, first fence %d", again, err, a.Fence)
 	}
 
-	b, err := be.Acquire(ctx, "n", "tok2", time.Minute)
+	b, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok2", TTL: time.Minute})
 	if err != nil || b.Acquired || b.HolderTTL <= 59*time.Second {
 		t.Fatalf("held: %+v %v", b, err)
 	}
 
 	raw.Set(ctx, "p:{forever}", "x", 0)
-	c, err := be.Acquire(ctx, "forever", "tok", time.Minute)
+	c, err := be.Acquire(ctx, backend.Request{Name: "forever", Token: "tok", TTL: time.Minute})
 	if err != nil || c.Acquired || c.HolderTTL >= 0 {
 		t.Fatalf("key without expiry: %+v %v", c, err)
 	}
@@ -57,7 +57,7 @@ func TestAcquireScript(t *testing.T) {
 	if errs[0] != nil {
 		t.Fatal(errs[0])
 	}
-	d, err := be.Acquire(ctx, "n", "tok3", time.Minute)
+	d, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok3", TTL: time.Minute})
 	if err != nil || !d.Acquired || d.Fence != a.Fence+1 {
 		t.Fatalf("next: %+v %v", d, err)
 	}
@@ -68,7 +68,7 @@ func TestRenewScriptNeverShortensAndComparesToken(t *testing.T) {
 	raw := srv.Client(t)
 	be := backend.NewRedis(srv.Client(t), "p:")
 	ctx := context.Background()
-	if _, err := be.Acquire(ctx, "n", "tok", time.Second); err != nil {
+	if _, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok", TTL: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	errs := make([]error, 3)
@@ -105,7 +105,7 @@ func TestReleaseScriptComparesAndPublishes(t *testing.T) {
 	if _, err := sub.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := be.Acquire(ctx, "n", "tok", time.Minute); err != nil {
+	if _, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	errs := make([]error, 1)
@@ -131,10 +131,10 @@ func TestAbandonScriptBothOrders(t *testing.T) {
 	ctx := context.Background()
 
 	// Applied, then abandoned: the lease is deleted.
-	if _, err := be.Acquire(ctx, "a", "tok", time.Minute); err != nil {
+	if _, err := be.Acquire(ctx, backend.Request{Name: "a", Token: "tok", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	if err := be.Abandon(ctx, "a", "tok", time.Minute); err != nil {
+	if err := be.Abandon(ctx, backend.Request{Name: "a", Token: "tok", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if raw.Exists(ctx, "p:{a}").Val() != 0 {
@@ -142,22 +142,22 @@ func TestAbandonScriptBothOrders(t *testing.T) {
 	}
 
 	// Abandoned first, then the late request arrives: it is refused.
-	if err := be.Abandon(ctx, "b", "late", time.Minute); err != nil {
+	if err := be.Abandon(ctx, backend.Request{Name: "b", Token: "late", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := be.Acquire(ctx, "b", "late", time.Minute)
+	res, err := be.Acquire(ctx, backend.Request{Name: "b", Token: "late", TTL: time.Minute})
 	if err != nil || res.Acquired {
 		t.Fatalf("late acquire of an abandoned token: %+v %v", res, err)
 	}
 	if raw.Exists(ctx, "p:{b}").Val() != 0 {
 		t.Fatal("late acquire left a phantom lease")
 	}
-	if res, err := be.Acquire(ctx, "b", "fresh", time.Minute); err != nil || !res.Acquired {
+	if res, err := be.Acquire(ctx, backend.Request{Name: "b", Token: "fresh", TTL: time.Minute}); err != nil || !res.Acquired {
 		t.Fatalf("another token is not blocked: %+v %v", res, err)
 	}
 
 	// Abandoning never touches another holder.
-	if err := be.Abandon(ctx, "b", "late", time.Minute); err != nil {
+	if err := be.Abandon(ctx, backend.Request{Name: "b", Token: "late", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	if raw.Get(ctx, "p:{b}").Val() != "fresh" {
@@ -171,7 +171,7 @@ func TestScriptsReportServerErrors(t *testing.T) {
 	be := backend.NewRedis(srv.Client(t), "p:")
 	ctx := context.Background()
 	raw.HSet(ctx, "p:{n}:fence", "x", 1) // a fence key of the wrong type
-	_, err := be.Acquire(ctx, "n", "tok", time.Minute)
+	_, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok", TTL: time.Minute})
 	if err == nil {
 		t.Fatal("acquire over a corrupt fence key succeeded")
 	}

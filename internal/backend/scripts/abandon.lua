@@ -2,21 +2,41 @@
 -- or its connection broke), whether it was applied already or is still on
 -- its way to the server (safety property S7).
 --
--- KEYS[1]  the lease key, P{N}
--- KEYS[2]  the abandoned token's marker, P{N}:abandoned:<token>
--- ARGV[1]  the abandoned token
+-- KEYS[1]  the lock key, P{N}
+-- KEYS[2]  the abandoned request's marker, P{N}:abandoned:<token>
+-- KEYS[3]  the fair queue, P{N}:queue
+-- KEYS[4]  the queue's expiries, P{N}:queue:expiry
+-- ARGV[1]  the abandoned request's token
 -- ARGV[2]  the name's release channel, P{N}:released
 -- ARGV[3]  the TTL the acquire asked for, in milliseconds
+-- ARGV[4]  the reentrant lock's owner, or '' for a lease
+-- ARGV[5]  '1' when the owner was the abandoned request's alone (a fresh
+--          random owner), so any count it has came from that request
 --
--- Returns  1 when the acquire had been applied: the lease is deleted and
---            waiters are told;
---          0 when it had not: a marker now makes acquire.lua refuse that token
---            for a TTL, so a request that arrives late cannot leave a lease
---            that nobody holds.
-if redis.pcall('GET', KEYS[1]) == ARGV[1] then
-  redis.call('DEL', KEYS[1])
-  redis.call('PUBLISH', ARGV[2], 'released')
-  return 1
-end
+-- Returns  1 when the acquire had been applied: the lease (or the owner's
+--            entries) is deleted and waiters are told;
+--          0 when it had not, or cannot be told apart from entries of others
+--            sharing the owner.
+-- Either way a marker now makes acquire.lua refuse the request for a TTL, so
+-- a copy that arrives late (a client library's retry) leaves nothing, and the
+-- request leaves the fair queue.
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
-return 0
+local rank = redis.call('ZRANK', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
+local applied = 0
+if ARGV[4] == '' then
+  if redis.pcall('GET', KEYS[1]) == ARGV[1] then
+    redis.call('DEL', KEYS[1])
+    applied = 1
+  end
+elseif ARGV[5] == '1' and redis.pcall('HEXISTS', KEYS[1], ARGV[4]) == 1 then
+  redis.call('HDEL', KEYS[1], ARGV[4])
+  applied = 1
+end
+-- Tell the waiters when the name is free because of us: we let it go, or we
+-- were first in the queue.
+if (applied == 1 or rank == 0) and redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('PUBLISH', ARGV[2], 'released')
+end
+return applied

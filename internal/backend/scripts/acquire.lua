@@ -1,47 +1,146 @@
--- acquire.lua: take a free name and hand out its next fencing token.
+-- acquire.lua: take a free name and hand out its next fencing token. One
+-- script for both kinds of holder (one name is one lock, whatever holds it):
+-- a lease (a string holding its token) and a reentrant lock (a hash of owner
+-- -> count), and for both ways of waiting: barging, and fair (a queue).
 --
--- KEYS[1]  the lease key, P{N}
+-- KEYS[1]  the lock key, P{N}
 -- KEYS[2]  the fencing counter, P{N}:fence (never expires)
--- KEYS[3]  the marker abandon.lua leaves for this token, P{N}:abandoned:<token>
--- ARGV[1]  the new holder's random token
+-- KEYS[3]  the marker abandon.lua leaves for this request, P{N}:abandoned:<token>
+-- KEYS[4]  the fair queue, P{N}:queue: a sorted set of waiting tokens by arrival
+-- KEYS[5]  when each queued token is forgotten, P{N}:queue:expiry: a sorted
+--          set of tokens by server time in milliseconds
+-- ARGV[1]  the request's random token (a lease's token; for a reentrant lock
+--          it names the request, the owner names the holder)
 -- ARGV[2]  the TTL in milliseconds
+-- ARGV[3]  the reentrant lock's owner, or '' for a lease
+-- ARGV[4]  fair mode: how long, in milliseconds, the queue keeps this token
+--          without another attempt; '0' for a barging acquire, which joins
+--          no queue but still waits behind a queue that exists
 --
--- Returns  {1, fence} when the name was free and is now held by ARGV[1], or
---                     was already held by ARGV[1]: a client library that
---                     resends a request whose reply was lost gets the first
---                     request's answer instead of waiting on its own lease;
---          {0, pttl}  when anything holds the name (a lease or a lock of another
---                     kind): pttl is its remaining TTL in milliseconds, -1 when it
---                     has no expiry;
---          {0, -2}    when its sender already gave this token up (the request
---                     arrived after abandon.lua ran): nothing is touched.
+-- Returns  {1, fence, count} when the name is now held: a lease by ARGV[1]
+--                    (also when it was already, so a client library that resends
+--                    a request whose reply was lost gets the first answer), or a
+--                    reentrant lock by ARGV[3], entered count times; the fence is
+--                    the one of the acquisition that took the free name;
+--          {0, wait} when the name is held by another holder or kind, or free but
+--                    promised to the head of the queue: wait is how long, in
+--                    milliseconds, before it could be free even if nobody lets
+--                    go (the holder's TTL, or the queue head's expiry), -1 when
+--                    it never expires;
+--          {0, -2}   when its sender already gave this request up (it arrived
+--                    after abandon.lua ran): nothing is touched.
 --
 -- The counter is seeded from the server clock in microseconds when it is
 -- missing (INCR then answers 1), so a restart that lost every key still hands
 -- out larger tokens than before (unless the Redis host's clock went
 -- backwards). Fences stay exact in Lua's doubles until 2^53 us, in 2255.
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  return {0, -2}
-end
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  -- Held. SET NX never fails on another type: it only checks existence.
-  local held = redis.pcall('GET', KEYS[1])
-  if held == ARGV[1] then
-    return {1, tonumber(redis.call('GET', KEYS[2]))}
+local token, ttl, owner, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+
+local function fence()
+  local f = redis.pcall('INCR', KEYS[2])
+  if type(f) == 'table' then
+    return f
   end
-  return {0, redis.call('PTTL', KEYS[1])}
+  if f == 1 then
+    -- The counter was missing: seed it from the server clock.
+    local now = redis.call('TIME')
+    local seed = now[1] .. string.format('%06d', tonumber(now[2]))
+    redis.call('SET', KEYS[2], seed)
+    f = tonumber(seed)
+  end
+  return f
 end
-local fence = redis.pcall('INCR', KEYS[2])
-if type(fence) == 'table' then
-  -- A corrupt counter: take the lease back so that the error leaves nothing.
-  redis.call('DEL', KEYS[1])
-  return fence
+
+local function current_fence()
+  return tonumber(redis.call('GET', KEYS[2]))
 end
-if fence == 1 then
-  -- The counter was missing: seed it from the server clock.
+
+-- A reentrant owner that holds the name enters once more, queue or not:
+-- waiting behind its own lock would deadlock it.
+if owner ~= '' and redis.pcall('HEXISTS', KEYS[1], owner) == 1 then
+  local count = redis.call('HINCRBY', KEYS[1], owner, 1)
+  if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
+    redis.call('PEXPIRE', KEYS[1], ttl)
+  end
+  if patience > 0 then
+    redis.call('ZREM', KEYS[4], token)
+    redis.call('ZREM', KEYS[5], token)
+  end
+  return {1, current_fence(), count}
+end
+
+-- The common case, a barging acquire with no queue and no marker, costs this
+-- one EXISTS before the SET.
+local head, now_ms, now_us
+if patience > 0 or redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
+  if redis.call('EXISTS', KEYS[3]) == 1 then
+    return {0, -2}
+  end
   local now = redis.call('TIME')
-  local seed = now[1] .. string.format('%06d', tonumber(now[2]))
-  redis.call('SET', KEYS[2], seed)
-  fence = tonumber(seed)
+  now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  -- Forget waiters that stopped asking (they died, or gave up without
+  -- saying so), a bounded number per call.
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms, 'LIMIT', 0, 100)
+  if #dead > 0 then
+    redis.call('ZREM', KEYS[5], unpack(dead))
+    redis.call('ZREM', KEYS[4], unpack(dead))
+  end
+  head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
 end
-return {1, fence}
+
+if head == nil or head == token then
+  local took
+  if owner == '' then
+    took = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+  elseif redis.call('EXISTS', KEYS[1]) == 0 then
+    redis.call('HSET', KEYS[1], owner, 1)
+    redis.call('PEXPIRE', KEYS[1], ttl)
+    took = true
+  end
+  if took then
+    if head then
+      redis.call('ZREM', KEYS[4], token)
+      redis.call('ZREM', KEYS[5], token)
+    end
+    local f = fence()
+    if type(f) == 'table' then
+      -- A corrupt counter: take the name back so that the error leaves nothing.
+      redis.call('DEL', KEYS[1])
+      return f
+    end
+    return {1, f, 1}
+  end
+end
+
+-- Not taken. SET NX never fails on another type (it only checks existence),
+-- and GET of another type is an error reply: pcall makes it "not ours".
+if owner == '' and redis.pcall('GET', KEYS[1]) == token then
+  return {1, current_fence(), 1}
+end
+
+local wait = redis.call('PTTL', KEYS[1])
+if patience > 0 then
+  if not redis.call('ZSCORE', KEYS[4], token) then
+    redis.call('ZADD', KEYS[4], now_us, token)
+  end
+  redis.call('ZADD', KEYS[5], now_ms + patience, token)
+  -- The queue outlives its longest-lived waiter, and no more.
+  if redis.call('PTTL', KEYS[4]) < patience then
+    redis.call('PEXPIRE', KEYS[4], patience)
+    redis.call('PEXPIRE', KEYS[5], patience)
+  end
+  if head == nil then
+    head = token
+  end
+end
+if wait == -2 and head and head ~= token then
+  -- Free, but promised to the head of the queue until it comes or is
+  -- forgotten.
+  local until_ms = redis.call('ZSCORE', KEYS[5], head)
+  wait = 0
+  if until_ms then
+    wait = math.max(0, tonumber(until_ms) - now_ms)
+  end
+end
+return {0, wait}

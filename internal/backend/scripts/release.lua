@@ -1,18 +1,38 @@
 -- release.lua: compare-and-delete, and a word to the waiters.
 --
--- KEYS[1]  the lease key, P{N}
--- ARGV[1]  the holder's token
+-- KEYS[1]  the lock key, P{N}
+-- ARGV[1]  a lease's token, or a reentrant lock's owner
 -- ARGV[2]  the name's release channel, P{N}:released
+-- ARGV[3]  '' for a lease; for a reentrant lock, how many entries of the
+--          owner to take back, '0' for all of them
 --
--- Returns  1 when ARGV[1] held the lease and it is now deleted (and a message
---            was published on ARGV[2]);
---          0 when the name is free or held by another token or kind: nothing
---            is touched.
--- pcall: GET on a key of another kind is an error reply, which is simply
--- "not this token".
-if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
+-- Returns  1 when ARGV[1] held the name: a lease is deleted; a reentrant
+--            lock's owner count goes down, and at zero the owner's field goes,
+--            and with the last owner the key. When the name became free a
+--            message is published on ARGV[2];
+--          0 when the name is free or held by another token, owner or kind:
+--            nothing is touched.
+-- pcall: GET or HGET on a key of another kind is an error reply, which is
+-- simply "not this holder".
+if ARGV[3] == '' then
+  if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
+    return 0
+  end
+  redis.call('DEL', KEYS[1])
+  redis.call('PUBLISH', ARGV[2], 'released')
+  return 1
+end
+local count = redis.pcall('HGET', KEYS[1], ARGV[1])
+if type(count) ~= 'string' then
   return 0
 end
-redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[2], 'released')
+local n = tonumber(ARGV[3])
+if n > 0 and tonumber(count) > n then
+  redis.call('HINCRBY', KEYS[1], ARGV[1], -n)
+  return 1
+end
+redis.call('HDEL', KEYS[1], ARGV[1])
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('PUBLISH', ARGV[2], 'released')
+end
 return 1

@@ -1,16 +1,21 @@
 -- renew.lua: compare-and-PEXPIRE, the watchdog's renewal.
 --
--- KEYS[1]  the lease key, P{N}
--- ARGV[1]  the holder's token
+-- KEYS[1]  the lock key, P{N}
+-- ARGV[1]  a lease's token, or a reentrant lock's owner
 -- ARGV[2]  the TTL in milliseconds
+-- ARGV[3]  'h' for a reentrant lock (a hash of owner -> count), '' for a lease
 --
--- Returns  1 when ARGV[1] still holds the lease: its remaining TTL is now at
+-- Returns  1 when ARGV[1] still holds the name: its remaining TTL is now at
 --            least ARGV[2] ms (never shortened, so a late or repeated renewal
---            with a smaller TTL cannot cut a lease short: safety property S8);
---          0 when the name is free or held by another token or kind.
--- pcall: GET on a key of another kind is an error reply, which is simply
--- "not this token".
-if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
+--            with a smaller TTL cannot cut it short: safety property S8);
+--          0 when the name is free or held by another token, owner or kind.
+-- pcall: GET or HEXISTS on a key of another kind is an error reply, which is
+-- simply "not this holder".
+if ARGV[3] == 'h' then
+  if redis.pcall('HEXISTS', KEYS[1], ARGV[1]) ~= 1 then
+    return 0
+  end
+elseif redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then

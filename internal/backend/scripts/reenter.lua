@@ -1,0 +1,18 @@
+-- reenter.lua: a reentrant lock's owner enters the lock it holds once more.
+-- Unlike acquire.lua it never takes a free name: an owner that lost its lock
+-- must learn so, not start a new hold under its old fencing token.
+--
+-- KEYS[1]  the lock key, P{N}
+-- ARGV[1]  the owner
+-- ARGV[2]  the TTL in milliseconds (the key's TTL is never shortened)
+--
+-- Returns  the owner's count after entering, or 0 when the owner does not
+--          hold the name (nothing is touched).
+if redis.pcall('HEXISTS', KEYS[1], ARGV[1]) ~= 1 then
+  return 0
+end
+local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return count
