@@ -7,6 +7,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/watchdog"
 )
@@ -104,9 +106,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	}, nil)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
-		if l.m.wd.Remove(l.entry) == nil {
-			l.lost(watchdog.ErrTakenOver)
-		}
+		l.takenOver()
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
 	case err != nil:
 		return fmt.Errorf("tenure: extend %q: %w", l.name, err)
@@ -238,4 +238,59 @@ func (l *Lease) lost(reason error) {
 	if l.end(ErrLost) {
 		l.m.reportLoss(l, reason)
 	}
+}
+
+// guarder is a backend that can make writes conditional on holding a name.
+type guarder interface {
+	Guard(ctx context.Context, it backend.Item, fn func(redis.Pipeliner) error) ([]redis.Cmder, error)
+}
+
+// Exec applies the writes fn queues on pipe atomically, and only while this
+// lease holds its name: Redis runs them in one MULTI/EXEC transaction that
+// WATCHes the name's key and is preceded by a check of this lease's token
+// (or, for a reentrant lock, its owner). When the lease is no longer held,
+// or its context has ended, Exec writes nothing and returns an error
+// wrapping ErrLost (and the lease is lost). This is the safe form of "a
+// transaction under a distributed lock": a holder paused past its lease
+// cannot write after another took the name, as long as the data lives on
+// the same Redis as the lease.
+//
+// fn only queues commands; their results are in the returned commands after
+// Exec returns. A change to the lease's key while the transaction is
+// prepared (a renewal, too) makes Redis discard it, and Exec tries again, a
+// few times. If fn returns an error nothing is sent and Exec returns it.
+// Any other error means it is unknown whether the writes were applied, as
+// for any Redis transaction that timed out.
+//
+// On a Cluster the written keys must share the name's hash tag, {name}, so
+// that they live in the lease key's slot: "tenure:{name}" is the lease, a key
+// such as "account:{name}:balance" is in its slot. Exec is not available on
+// a quorum (Redlock) manager.
+func (l *Lease) Exec(ctx context.Context, fn func(pipe redis.Pipeliner) error) ([]redis.Cmder, error) {
+	if fn == nil {
+		return nil, fmt.Errorf("%w: nil function", ErrInvalidOption)
+	}
+	g, ok := l.m.be.(guarder)
+	if !ok {
+		return nil, fmt.Errorf("tenure: Exec is not supported by this manager's deployment")
+	}
+	if err := l.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", ErrLost, l.name, err)
+	}
+	if !time.Now().Before(l.Deadline()) {
+		// The watchdog is about to cancel it: past the local deadline the
+		// key may be gone, or soon be.
+		return nil, fmt.Errorf("%w: %q: its local deadline has passed", ErrLost, l.name)
+	}
+	item := l.item()
+	var cmds []redis.Cmder
+	err, _ := l.m.detach(ctx, func(ctx context.Context) (err error) {
+		cmds, err = g.Guard(ctx, item, fn)
+		return err
+	}, nil)
+	if errors.Is(err, backend.ErrNotHeld) {
+		l.takenOver()
+		return nil, fmt.Errorf("%w: %q: the lease no longer holds the name; nothing was written", ErrLost, l.name)
+	}
+	return cmds, err
 }

@@ -221,3 +221,44 @@ func MaybeApplied(err error) bool {
 	var reply redis.Error
 	return !errors.As(err, &reply)
 }
+
+// Guard runs the writes fn queues in one MULTI/EXEC transaction that Redis
+// executes only if item still holds its name: the name's key is WATCHed and
+// checked first, and any change to it (a takeover, an expiry, but also a
+// renewal's PEXPIRE) makes EXEC write nothing, in which case Guard checks
+// and tries again. It returns ErrNotHeld, having written nothing, when item
+// does not hold the name. fn's keys must share the name's hash tag on a
+// Cluster.
+func (r *Redis) Guard(ctx context.Context, it Item, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
+	key := r.layout.Lease(it.Name)
+	const attempts = 10
+	for i := 1; ; i++ {
+		var cmds []redis.Cmder
+		err := r.client.Watch(ctx, func(tx *redis.Tx) error {
+			var held bool
+			if it.Reentrant {
+				n, err := tx.HExists(ctx, key, it.Token).Result()
+				if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+					return err
+				}
+				held = n
+			} else {
+				v, err := tx.Get(ctx, key).Result()
+				if err != nil && err != redis.Nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+					return err
+				}
+				held = err == nil && v == it.Token
+			}
+			if !held {
+				return ErrNotHeld
+			}
+			var err error
+			cmds, err = tx.TxPipelined(ctx, fn)
+			return err
+		}, key)
+		if errors.Is(err, redis.TxFailedErr) && i < attempts && ctx.Err() == nil {
+			continue
+		}
+		return cmds, err
+	}
+}
