@@ -28,6 +28,13 @@ func (discard) Shutdown(context.Context) error                             { ret
 // without hooks and with this package's hooks over the SDK: every span
 // sampled, a batch span processor in front of an exporter that drops
 // them, and a meter provider with a manual reader. Compare the two ns/op.
+//
+// On the 2-core development machine (shared, so noisy; Redis 7 on
+// loopback; medians of 6 interleaved runs): ~86 µs a cycle without hooks,
+// ~138 µs with tracing, 1.6×: about 50 µs, 43 allocations and 5.8 KB more
+// a cycle, for four spans (acquire, hold, release, plus the link) and five
+// measurements. The renewal hook alone costs ~0.2–0.3 µs and allocates
+// nothing (BenchmarkRenewed).
 func BenchmarkAcquireRelease(b *testing.B) {
 	for _, traced := range []bool{false, true} {
 		b.Run(fmt.Sprintf("traced=%v", traced), func(b *testing.B) {
