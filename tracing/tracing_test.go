@@ -245,8 +245,10 @@ func TestAcquireHoldRelease(t *testing.T) {
 	}
 	wantAttr(t, extend, tracing.KeyTTL.Float64(0.4))
 	wantAttr(t, hold, tracing.KeyEndCause.String("released"))
-	if len(hold.Events()) != 0 {
-		t.Errorf("hold span events %v, want none", hold.Events())
+	for _, e := range hold.Events() { // a renewal may time out on a loaded machine
+		if e.Name != tracing.EventRenewalFailed {
+			t.Errorf("unexpected hold event %v", e)
+		}
 	}
 
 	data := r.metrics(t)
@@ -270,8 +272,8 @@ func TestAcquireHoldRelease(t *testing.T) {
 	if got := points(t, data, tracing.MetricRenewals, tracing.KeyRenewalResult.String("renewed")); got < 2 {
 		t.Errorf("renewals = %d, want at least 2 in %v", got, 4*interval)
 	}
-	if got := points(t, data, tracing.MetricRenewals, tracing.KeyRenewalResult.String("failed")); got != 0 {
-		t.Errorf("failed renewals = %d", got)
+	if got := points(t, data, tracing.MetricRenewals, tracing.KeyRenewalResult.String("failed")); got != int64(len(hold.Events())) {
+		t.Errorf("failed renewals counted %d, events %d", got, len(hold.Events()))
 	}
 	h := data[tracing.MetricHoldDuration].(metricdata.Histogram[float64])
 	if sum := h.DataPoints[0].Sum; sum < (4 * interval).Seconds() {
@@ -304,11 +306,18 @@ func TestLossTakenOver(t *testing.T) {
 		t.Errorf("hold status %v, want Error", st)
 	}
 	wantAttr(t, hold, tracing.KeyEndCause.String("lost"))
+	// The loss is the last event; a renewal that timed out on a loaded
+	// machine may come before it.
 	ev := hold.Events()
-	if len(ev) != 1 || ev[0].Name != tracing.EventLost {
-		t.Fatalf("hold events %v, want one %s", ev, tracing.EventLost)
+	if len(ev) == 0 || ev[len(ev)-1].Name != tracing.EventLost {
+		t.Fatalf("hold events %v, want %s last", ev, tracing.EventLost)
 	}
-	if v := eventAttr(ev[0], tracing.KeyLossCause); v.AsString() != "taken_over" {
+	for _, e := range ev[:len(ev)-1] {
+		if e.Name != tracing.EventRenewalFailed {
+			t.Errorf("unexpected hold event %v", e)
+		}
+	}
+	if v := eventAttr(ev[len(ev)-1], tracing.KeyLossCause); v.AsString() != "taken_over" {
 		t.Errorf("loss cause %v", v.Emit())
 	}
 	release := r.one(t, tracing.SpanRelease)
@@ -381,7 +390,8 @@ func TestLossExpired(t *testing.T) {
 	if got := points(t, data, tracing.MetricLosses, tracing.KeyLossCause.String("expired")); got != 1 {
 		t.Errorf("losses expired = %d, want 1", got)
 	}
-	if got := points(t, data, tracing.MetricRenewals, tracing.KeyRenewalResult.String("failed")); got != int64(failed) {
+	// A renewal that fails after the loss is counted, but the hold span has ended.
+	if got := points(t, data, tracing.MetricRenewals, tracing.KeyRenewalResult.String("failed")); got < int64(failed) {
 		t.Errorf("failed renewals counted %d, events %d", got, failed)
 	}
 }
