@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -226,6 +227,84 @@ func BenchmarkBaselineCycle(b *testing.B) {
 					b.Error(err)
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkHandoff measures what a waiter feels on a contended name: 8
+// goroutines over two managers (two connection pools) take one name in
+// turn, holding it for no time. An op is one acquisition. It reports the
+// release-to-acquire latency of handoffs to another goroutine (p50, p99,
+// max), the share of acquisitions that were handoffs, and the round trips
+// per acquisition. Run it with WithFair too: fairness costs round trips,
+// barging lets a releaser take the name again.
+func BenchmarkHandoff(b *testing.B) {
+	for _, fair := range []bool{false, true} {
+		b.Run(fmt.Sprintf("waiters=8/fair=%v", fair), func(b *testing.B) {
+			srv := redistest.Start(b)
+			hook := &countingHook{}
+			var managers [2]*lease.Manager
+			for i := range managers {
+				c := redis.NewClient(&redis.Options{Addr: srv.Addr(), PoolSize: 8, ContextTimeoutEnabled: true})
+				b.Cleanup(func() { _ = c.Close() })
+				c.AddHook(hook)
+				managers[i] = newManager(b, c, lease.WithFair(fair))
+			}
+			ctx := context.Background()
+			const waiters = 8
+			var (
+				left      atomic.Int64
+				lastEnd   atomic.Int64 // when the last holder released, ns since start
+				lastOwner atomic.Int64
+				mu        = make(chan struct{}, 1)
+				latencies []time.Duration
+				handoffs  int
+			)
+			left.Store(int64(b.N))
+			lastOwner.Store(-1)
+			start := time.Now()
+			hook.n.Store(0)
+			b.ResetTimer()
+			done := make(chan struct{})
+			for w := range waiters {
+				go func() {
+					defer func() { done <- struct{}{} }()
+					for left.Add(-1) >= 0 {
+						l, err := managers[w%2].Acquire(ctx, "hot")
+						if err != nil {
+							b.Error(err)
+							return
+						}
+						got := time.Since(start)
+						mu <- struct{}{}
+						if prev := lastOwner.Swap(int64(w)); prev >= 0 && prev != int64(w) {
+							handoffs++
+							latencies = append(latencies, got-time.Duration(lastEnd.Load()))
+						}
+						<-mu
+						lastEnd.Store(int64(time.Since(start)))
+						if err := l.Release(ctx); err != nil {
+							b.Error(err)
+							return
+						}
+					}
+				}()
+			}
+			for range waiters {
+				<-done
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(hook.n.Load())/float64(b.N), "roundtrips/op")
+			b.ReportMetric(float64(handoffs)/float64(b.N), "handoff-share")
+			if len(latencies) > 0 {
+				slices.Sort(latencies)
+				q := func(p float64) float64 {
+					return float64(latencies[int(p*float64(len(latencies)-1))].Microseconds())
+				}
+				b.ReportMetric(q(0.5), "p50-handoff-µs")
+				b.ReportMetric(q(0.99), "p99-handoff-µs")
+				b.ReportMetric(q(1), "max-handoff-µs")
+			}
 		})
 	}
 }

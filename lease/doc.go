@@ -47,12 +47,55 @@
 // smaller fences. Nor can it survive a jump of the Redis host's clock, or a
 // failover to an asynchronous replica that had not yet received the lease.
 //
+// # Waiting
+//
+// Acquire tries once; while the name is held it waits for whichever comes
+// first: a message on the name's release channel, the holder's remaining TTL
+// (a holder can die without releasing), or a step of its backoff policy
+// (WithBackOff; by default 50ms doubling up to 1s), then tries again. One
+// pub/sub connection per manager serves every waiter, subscribed to a name's
+// channel only while someone waits for it. A release message wakes one
+// waiter of each manager rather than all of them, so a handoff costs a
+// message and an attempt, not a stampede: the one woken wins unless a waiter
+// elsewhere was quicker, and the rest wait for the next release. A message
+// lost to a reconnection costs at most one backoff step.
+//
+// By default whoever asks first after a release wins (barging). WithFair(true)
+// grants the name to waiters in the order they first asked, across managers
+// and processes, through a queue kept in Redis; a waiter that stops asking is
+// forgotten after DefaultQueueTimeout. Barging acquires wait behind a fair
+// queue too, so that fairness holds whoever asks.
+//
+// # Guarded writes
+//
+// Lease.Exec applies a set of Redis writes in one MULTI/EXEC transaction that
+// Redis executes only while the lease still holds its name, and otherwise
+// writes nothing and returns ErrLost. This is the safe form of "a
+// transaction under a distributed lock" for data kept in the same Redis. On a
+// Cluster the written keys must share the name's hash tag, {N}.
+//
+// # Reentrant locks
+//
+// Package reentrant builds reentrant locks on a Manager: the name's key is
+// then a hash of owner -> count instead of a token. One name is one lock: a
+// lease and a reentrant lock on the same name exclude each other.
+//
+// # Observing leases
+//
+// WithHooks sets functions called as leases are acquired, renewed, extended,
+// released and lost; package tracing implements them with OpenTelemetry
+// spans and metrics. A lost lease is also logged as a warning with its name,
+// fence and cause (WithLogger); nothing is logged per renewal above Debug.
+//
 // # Redis keys
 //
 // For a name N and the prefix P ("tenure:" by default, WithKeyPrefix): P{N}
-// holds the lease's token with a TTL, P{N}:fence the fencing counter (no
-// TTL), and P{N}:released is the channel a release publishes on. The braces
-// are a Redis Cluster hash tag: all keys of a name live in one slot.
+// holds the lease's token with a TTL (or a reentrant lock's owner counts),
+// P{N}:fence the fencing counter (no TTL), P{N}:queue and P{N}:queue:expiry
+// the fair queue while it has waiters, P{N}:abandoned:<token> a short-lived
+// marker of an acquire given up, and P{N}:released is the channel a release
+// publishes on. The braces are a Redis Cluster hash tag: all keys of a name
+// live in one slot.
 //
 // # Timeouts
 //

@@ -47,6 +47,7 @@ type Manager struct {
 }
 
 type lossReport struct {
+	ctx    context.Context // the lease's, for the values a log handler may use (trace ids)
 	name   string
 	fence  int64
 	reason error
@@ -115,7 +116,7 @@ func newManager(be backend.Backend, cfg config) *Manager {
 // reportLoss queues a lost lease for reporting; it never blocks.
 func (m *Manager) reportLoss(l *Lease, reason error) {
 	select {
-	case m.losses <- lossReport{name: l.name, fence: l.fence, reason: reason}:
+	case m.losses <- lossReport{ctx: l.ctx, name: l.name, fence: l.fence, reason: reason}:
 	default:
 		m.unreported.Add(1)
 	}
@@ -142,7 +143,7 @@ func (m *Manager) report() {
 }
 
 func (m *Manager) logLoss(r lossReport) {
-	m.cfg.logger.Warn("tenure: lease lost", "name", r.name, "fence", r.fence, "cause", r.reason)
+	m.cfg.logger.WarnContext(r.ctx, "tenure: lease lost", "name", r.name, "fence", r.fence, "cause", r.reason)
 	if n := m.unreported.Swap(0); n > 0 {
 		m.cfg.logger.Warn("tenure: more leases lost than could be logged", "unlogged", n)
 	}
