@@ -33,6 +33,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/internal/reentry"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -209,6 +211,16 @@ func (lk *Lock) Err() error {
 
 // Deadline returns the lock's local deadline (see lease.Lease.Deadline).
 func (lk *Lock) Deadline() time.Time { return lk.h.l.Deadline() }
+
+// Exec applies the writes fn queues atomically, only while the owner holds
+// the lock, as lease.Lease.Exec does; it returns an error wrapping
+// lease.ErrLost, having written nothing, when the lock is no longer held.
+func (lk *Lock) Exec(ctx context.Context, fn func(pipe redis.Pipeliner) error) ([]redis.Cmder, error) {
+	if err := lk.Err(); err != nil {
+		return nil, fmt.Errorf("%w: %q: %w", lease.ErrLost, lk.key.name, err)
+	}
+	return lk.h.l.Exec(ctx, fn)
+}
 
 // Unlock takes this entry back: the owner's count on the server goes down
 // by one, and the last Unlock of the owner deletes the key and wakes the

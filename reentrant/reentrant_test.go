@@ -341,3 +341,39 @@ func TestInvalidOwner(t *testing.T) {
 		t.Fatalf("empty name: %v", err)
 	}
 }
+
+func TestExecAndFairModeOnAReentrantLock(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	k := reentrant.New(newManager(t, srv.Client(t)))
+	ctx := context.Background()
+	lk, err := k.Lock(ctx, "acct", lease.WithFair(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := k.Lock(lk.Context(), "acct", lease.WithFair(true))
+	if err != nil {
+		t.Fatalf("re-entry in fair mode: %v", err)
+	}
+	if _, err := inner.Exec(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "v:{acct}", "1", 0)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	_ = inner.Unlock(ctx)
+	if _, err := inner.Exec(ctx, func(p redis.Pipeliner) error { return nil }); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Exec through an unlocked Lock = %v", err)
+	}
+	raw.HSet(ctx, "tenure:{acct}", "intruder", 1) // another owner field; ours goes:
+	raw.HDel(ctx, "tenure:{acct}", lk.Owner())
+	if _, err := lk.Exec(ctx, func(p redis.Pipeliner) error {
+		p.Set(ctx, "v:{acct}", "2", 0)
+		return nil
+	}); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Exec after the owner's field went = %v", err)
+	}
+	if got := raw.Get(ctx, "v:{acct}").Val(); got != "1" {
+		t.Fatalf("v = %q: a lost lock wrote", got)
+	}
+}
