@@ -1,0 +1,226 @@
+// Command bench compares tenure with its peers (redsync, redislock) and with
+// the raw Redis commands any lease needs, on a redis-server it starts itself
+// on a free loopback port. It writes results/results.md, results.json and PNG
+// plots.
+//
+//	go run .          # the full run, for published numbers
+//	go run . -short   # the smoke run for CI: exits 1 if a safety property fails
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+)
+
+type lossCase struct {
+	ttl    time.Duration
+	trials int
+}
+
+type holdCase struct {
+	Leases   int
+	TTL      time.Duration
+	Interval time.Duration
+	Hold     time.Duration
+}
+
+// runConfig is what one mode runs.
+type runConfig struct {
+	mode       string
+	runs       int
+	cycleDur   time.Duration
+	contendDur time.Duration
+	lossTTLs   []lossCase
+	holds      []holdCase
+	verbose    bool
+}
+
+func (c runConfig) logf(format string, args ...any) {
+	if c.verbose {
+		fmt.Fprintf(os.Stderr, format+"\n", args...)
+	}
+}
+
+func configFor(mode string) runConfig {
+	switch mode {
+	case "short":
+		return runConfig{mode: mode, runs: 1, cycleDur: 300 * time.Millisecond, contendDur: time.Second,
+			lossTTLs: []lossCase{{300 * time.Millisecond, 12}},
+			holds: []holdCase{
+				{1_000, 3 * time.Second, time.Second, 3 * time.Second},
+				{10_000, 3 * time.Second, time.Second, 3 * time.Second},
+			}}
+	case "medium":
+		return runConfig{mode: mode, runs: 3, cycleDur: time.Second, contendDur: 2 * time.Second,
+			lossTTLs: []lossCase{{300 * time.Millisecond, 40}, {time.Second, 15}},
+			holds: []holdCase{
+				{1_000, 30 * time.Second, 10 * time.Second, 30 * time.Second},
+				{10_000, 30 * time.Second, 10 * time.Second, 30 * time.Second},
+				{100_000, 30 * time.Second, 10 * time.Second, 30 * time.Second},
+				{10_000, 3 * time.Second, time.Second, 5 * time.Second},
+				{100_000, 3 * time.Second, time.Second, 5 * time.Second},
+			}}
+	default:
+		return runConfig{mode: "full", runs: 5, cycleDur: 2 * time.Second, contendDur: 3 * time.Second,
+			lossTTLs: []lossCase{{300 * time.Millisecond, 100}, {time.Second, 30}},
+			holds: []holdCase{
+				{1_000, 30 * time.Second, 10 * time.Second, 30 * time.Second},
+				{10_000, 30 * time.Second, 10 * time.Second, 30 * time.Second},
+				{100_000, 30 * time.Second, 10 * time.Second, 30 * time.Second},
+				{1_000, 3 * time.Second, time.Second, 5 * time.Second},
+				{10_000, 3 * time.Second, time.Second, 5 * time.Second},
+				{100_000, 3 * time.Second, time.Second, 5 * time.Second},
+			}}
+	}
+}
+
+// results is everything one run measured; results.json holds it.
+type results struct {
+	Mode      string
+	Date      time.Time
+	Machine   string
+	Go        string
+	Redis     string
+	Runs      int
+	Cycle     []cycleResult
+	Contended []contendedResult
+	Hold      []holdResult
+	Loss      []lossResult
+	Impls     map[string]string
+	Elapsed   time.Duration
+	Failures  []string
+}
+
+func main() {
+	short := flag.Bool("short", false, "smoke run (under 2 minutes) for CI")
+	medium := flag.Bool("medium", false, "between -short and the full run")
+	out := flag.String("out", "results", "directory for results.md, results.json and the plots")
+	only := flag.String("only", "cycle,contended,hold,loss", "comma-separated scenarios to run")
+	quiet := flag.Bool("q", false, "no progress on stderr")
+	flag.Parse()
+	mode := "full"
+	if *short {
+		mode = "short"
+	} else if *medium {
+		mode = "medium"
+	}
+	cfg := configFor(mode)
+	cfg.verbose = !*quiet
+	if err := run(cfg, *out, *only); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func run(cfg runConfig, outDir, only string) error {
+	start := time.Now()
+	srv, err := redistest.StartServer(redistest.Config{})
+	if err != nil {
+		return err
+	}
+	defer srv.Stop()
+	addr := srv.Addr()
+	if !strings.HasPrefix(addr, "127.") {
+		return fmt.Errorf("refusing to benchmark a non-loopback server %s", addr)
+	}
+	res := &results{Mode: cfg.mode, Date: start.UTC(), Machine: machine(), Go: runtime.Version(), Redis: redisVersion(), Runs: cfg.runs, Impls: map[string]string{}}
+	for _, im := range append(contendedImpls(), redislockImpl(0), refreshImpl()) {
+		res.Impls[im.Name] = im.Note
+	}
+	ctx := context.Background()
+	want := func(s string) bool { return strings.Contains(","+only+",", ","+s+",") }
+	cfg.logf("bench: %s mode, redis-server %s on %s", cfg.mode, res.Redis, addr)
+	if want("cycle") {
+		cfg.logf("scenario 1: uncontended cycle")
+		if res.Cycle, err = runCycles(ctx, cfg, addr); err != nil {
+			return err
+		}
+	}
+	if want("contended") {
+		cfg.logf("scenario 2: contended handoff")
+		if res.Contended, err = runContended(ctx, cfg, addr); err != nil {
+			return err
+		}
+	}
+	if want("hold") {
+		cfg.logf("scenario 3: watchdog at scale")
+		if res.Hold, err = runHold(ctx, cfg, srv); err != nil {
+			return err
+		}
+		for _, h := range res.Hold {
+			if h.Lost > 0 && h.Impl == "tenure" {
+				res.Failures = append(res.Failures, fmt.Sprintf("scenario 3: tenure lost %d of %d leases (ttl %v)", h.Lost, h.Leases, h.TTL))
+			}
+		}
+	}
+	if want("loss") {
+		cfg.logf("scenario 4: loss detection")
+		if res.Loss, err = runLoss(ctx, cfg, addr); err != nil {
+			return err
+		}
+		for _, l := range res.Loss {
+			if l.Negative > 0 {
+				res.Failures = append(res.Failures, fmt.Sprintf("scenario 4: %d of %d trials cancelled after the server's expiry (ttl %v, min margin %v)", l.Negative, l.Trials, l.TTL, l.Min))
+			}
+		}
+	}
+	res.Elapsed = time.Since(start).Round(time.Second)
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	js, _ := json.MarshalIndent(res, "", "  ")
+	if err := os.WriteFile(filepath.Join(outDir, "results.json"), js, 0o644); err != nil {
+		return err
+	}
+	if err := writePlots(res, outDir); err != nil {
+		return fmt.Errorf("plots: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(outDir, "results.md"), []byte(markdown(res)), 0o644); err != nil {
+		return err
+	}
+	cfg.logf("bench: done in %v; wrote %s", res.Elapsed, outDir)
+	if len(res.Failures) > 0 {
+		return fmt.Errorf("safety property failed:\n  %s", strings.Join(res.Failures, "\n  "))
+	}
+	return nil
+}
+
+// machine describes the CPU: "N × model".
+func machine() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	model := "unknown CPU"
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			model = strings.TrimSpace(v)
+			break
+		}
+	}
+	return fmt.Sprintf("%d × %s (%s/%s)", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH)
+}
+
+func redisVersion() string {
+	bin, err := redistest.Binary()
+	if err != nil {
+		return "unknown"
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v
+		}
+	}
+	return strings.TrimSpace(string(out))
+}
