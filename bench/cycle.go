@@ -19,6 +19,7 @@ type cycleResult struct {
 	OpsPerSec  float64
 	NsPerOp    float64 // wall time per cycle per goroutine: 1e9*goroutines/opsPerSec
 	TripsPerOp float64
+	RedisUsOp  float64 // server CPU per cycle, µs (INFO cpu)
 	Lat        latencySummary
 	Errors     int64
 }
@@ -46,6 +47,8 @@ func runCycles(ctx context.Context, cfg runConfig, addr string) ([]cycleResult, 
 		}
 		bs = append(bs, built{im, l, h, c})
 	}
+	admin, _ := newClient(addr, 1)
+	defer admin.Close()
 	var seq atomic.Int64
 	var out []cycleResult
 	for run := range cfg.runs {
@@ -56,11 +59,13 @@ func runCycles(ctx context.Context, cfg runConfig, addr string) ([]cycleResult, 
 				// Warm up: scripts loaded, pool busy.
 				_ = cycleLoop(ctx, b.l, par, 0, 64, &seq)
 				b.h.reset()
+				rc := redisCPU(ctx, admin)
 				r := cycleLoop(ctx, b.l, par, cfg.cycleDur, 0, &seq)
+				r.RedisUsOp = (redisCPU(ctx, admin) - rc) * 1e6 / float64(max(r.Ops, 1))
 				r.Impl, r.Goroutines, r.Run = b.Name, par, run
 				r.TripsPerOp = float64(b.h.trips.Load()) / float64(max(r.Ops, 1))
 				out = append(out, r)
-				cfg.logf("  cycle run %d %-10s g=%-2d %8.0f ops/s  %.2f trips/op  p50 %v", run, b.Name, par, r.OpsPerSec, r.TripsPerOp, r.Lat.P50)
+				cfg.logf("  cycle run %d %-10s g=%-2d %8.0f ops/s  %.2f trips/op  redis %.1fµs/op  p50 %v", run, b.Name, par, r.OpsPerSec, r.TripsPerOp, r.RedisUsOp, r.Lat.P50)
 				if r.Errors > 0 {
 					return out, fmt.Errorf("cycle %s: %d errors", b.Name, r.Errors)
 				}

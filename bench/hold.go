@@ -35,7 +35,8 @@ type holdResult struct {
 	CPUSec     float64       // client CPU seconds per second (getrusage)
 	RedisCPU   float64       // server CPU seconds per second (INFO cpu)
 	Lateness   time.Duration // worst renewal lateness against its schedule
-	Renewals   int64         // renewals observed
+	Renewals   int64         // renewals observed in the window
+	RenewSec   float64       // renewals a second observed
 	Lost       int
 }
 
@@ -71,8 +72,8 @@ func runHold(ctx context.Context, cfg runConfig, srv *redistest.Server) ([]holdR
 			if err != nil {
 				return out, fmt.Errorf("hold %s %d: %w", name, hc.Leases, err)
 			}
-			cfg.logf("  hold %-17s n=%-6d ttl %-4v: acquire %.1fs, +%d goroutines, %.0f B/lease, %.0f trips/s, %.0f cmds/s, cpu %.3f s/s (redis %.3f), late %v, lost %d",
-				r.Impl, r.Leases, r.TTL, r.AcquireSec, r.Goroutines, r.BytesLease, r.TripsSec, r.CmdsSec, r.CPUSec, r.RedisCPU, r.Lateness.Round(time.Millisecond), r.Lost)
+			cfg.logf("  hold %-17s n=%-6d ttl %-4v: acquire %.1fs, +%d goroutines, %.0f B/lease, %.0f renewals/s, %.0f trips/s, %.0f cmds/s, cpu %.3f s/s (redis %.3f), late %v, lost %d",
+				r.Impl, r.Leases, r.TTL, r.AcquireSec, r.Goroutines, r.BytesLease, r.RenewSec, r.TripsSec, r.CmdsSec, r.CPUSec, r.RedisCPU, r.Lateness.Round(time.Millisecond), r.Lost)
 			out = append(out, r)
 		}
 	}
@@ -169,6 +170,7 @@ func (l *lateness) observe(i int, sent time.Time) {
 // the window ends, then returns the measurements of the window.
 func watchWindow(ctx context.Context, admin *redis.Client, h *counter, hc holdCase, lt *lateness, sample func(lt *lateness)) (holdResult, time.Duration) {
 	h.reset()
+	lt.renewals = 0
 	cpu0, rc0, t0 := cpuTime(), redisCPU(ctx, admin), time.Now()
 	tick := time.NewTicker(hc.Interval / 5)
 	defer tick.Stop()
@@ -191,7 +193,7 @@ loop:
 		CmdsSec:  float64(h.cmds.Load()) / el.Seconds(),
 		CPUSec:   cpu.Seconds() / el.Seconds(),
 		RedisCPU: rc / el.Seconds(),
-		Lateness: lt.worst, Renewals: lt.renewals,
+		Lateness: lt.worst, Renewals: lt.renewals, RenewSec: float64(lt.renewals) / el.Seconds(),
 	}, el
 }
 

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -98,6 +99,8 @@ type results struct {
 	Loss      []lossResult
 	Impls     map[string]string
 	Elapsed   time.Duration
+	LoadStart string // /proc/loadavg when the run began and ended: other work on the machine
+	LoadEnd   string
 	Failures  []string
 }
 
@@ -107,7 +110,19 @@ func main() {
 	out := flag.String("out", "results", "directory for results.md, results.json and the plots")
 	only := flag.String("only", "cycle,contended,hold,loss", "comma-separated scenarios to run")
 	quiet := flag.Bool("q", false, "no progress on stderr")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	mode := "full"
 	if *short {
 		mode = "short"
@@ -117,6 +132,7 @@ func main() {
 	cfg := configFor(mode)
 	cfg.verbose = !*quiet
 	if err := run(cfg, *out, *only); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}
@@ -133,7 +149,7 @@ func run(cfg runConfig, outDir, only string) error {
 	if !strings.HasPrefix(addr, "127.") {
 		return fmt.Errorf("refusing to benchmark a non-loopback server %s", addr)
 	}
-	res := &results{Mode: cfg.mode, Date: start.UTC(), Machine: machine(), Go: runtime.Version(), Redis: redisVersion(), Runs: cfg.runs, Impls: map[string]string{}}
+	res := &results{Mode: cfg.mode, Date: start.UTC(), Machine: machine(), Go: runtime.Version(), Redis: redisVersion(), Runs: cfg.runs, Impls: map[string]string{}, LoadStart: loadAvg()}
 	for _, im := range append(contendedImpls(), redislockImpl(0), refreshImpl()) {
 		res.Impls[im.Name] = im.Note
 	}
@@ -175,6 +191,7 @@ func run(cfg runConfig, outDir, only string) error {
 		}
 	}
 	res.Elapsed = time.Since(start).Round(time.Second)
+	res.LoadEnd = loadAvg()
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
@@ -223,4 +240,17 @@ func redisVersion() string {
 		}
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
