@@ -102,13 +102,16 @@ type results struct {
 	LoadStart string // /proc/loadavg when the run began and ended: other work on the machine
 	LoadEnd   string
 	Failures  []string
+	// Dates says when each scenario's numbers were taken, when a run with
+	// -only kept some from an earlier run.
+	Dates map[string]time.Time `json:",omitempty"`
 }
 
 func main() {
 	short := flag.Bool("short", false, "smoke run (under 2 minutes) for CI")
 	medium := flag.Bool("medium", false, "between -short and the full run")
 	out := flag.String("out", "results", "directory for results.md, results.json and the plots")
-	only := flag.String("only", "cycle,contended,hold,loss", "comma-separated scenarios to run")
+	only := flag.String("only", allScenarios, "comma-separated scenarios to run; the others are kept from the previous results.json in -out")
 	quiet := flag.Bool("q", false, "no progress on stderr")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
@@ -190,6 +193,9 @@ func run(cfg runConfig, outDir, only string) error {
 			}
 		}
 	}
+	if only != allScenarios {
+		mergePrevious(res, filepath.Join(outDir, "results.json"), want)
+	}
 	res.Elapsed = time.Since(start).Round(time.Second)
 	res.LoadEnd = loadAvg()
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
@@ -253,4 +259,40 @@ func loadAvg() string {
 		return "unknown"
 	}
 	return strings.Join(f[:3], " ")
+}
+
+const allScenarios = "cycle,contended,hold,loss"
+
+// mergePrevious fills the scenarios this run skipped from an earlier
+// results.json, keeping the date each was taken.
+func mergePrevious(res *results, file string, ran func(string) bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return
+	}
+	var prev results
+	if json.Unmarshal(b, &prev) != nil {
+		return
+	}
+	res.Dates = map[string]time.Time{}
+	for _, s := range strings.Split(allScenarios, ",") {
+		when := res.Date
+		if !ran(s) {
+			when = prev.Date
+			if d, ok := prev.Dates[s]; ok {
+				when = d
+			}
+			switch s {
+			case "cycle":
+				res.Cycle = prev.Cycle
+			case "contended":
+				res.Contended = prev.Contended
+			case "hold":
+				res.Hold = prev.Hold
+			case "loss":
+				res.Loss = prev.Loss
+			}
+		}
+		res.Dates[s] = when
+	}
 }
