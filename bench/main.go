@@ -114,7 +114,15 @@ func main() {
 	only := flag.String("only", allScenarios, "comma-separated scenarios to run; the others are kept from the previous results.json in -out")
 	quiet := flag.Bool("q", false, "no progress on stderr")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
+	replot := flag.Bool("replot", false, "run nothing: rewrite results.md and the plots from -out's results.json")
 	flag.Parse()
+	if *replot {
+		if err := rewrite(*out); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err == nil {
@@ -295,4 +303,20 @@ func mergePrevious(res *results, file string, ran func(string) bool) {
 		}
 		res.Dates[s] = when
 	}
+}
+
+// rewrite renders results.md and the plots again from results.json.
+func rewrite(dir string) error {
+	b, err := os.ReadFile(filepath.Join(dir, "results.json"))
+	if err != nil {
+		return err
+	}
+	var res results
+	if err := json.Unmarshal(b, &res); err != nil {
+		return err
+	}
+	if err := writePlots(&res, dir); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "results.md"), []byte(markdown(&res)), 0o644)
 }

@@ -92,6 +92,9 @@ func groupedBars[K comparable](file, title, ylabel string, series []string, cats
 		p.Legend.Add(s, bars)
 	}
 	p.Legend.Top = true
+	// Headroom for the legend above the tallest bar.
+	p.Y.Min = 0
+	p.Y.Max *= 1.1 + 0.06*float64(len(series))
 	names := make([]string, len(cats))
 	for j, c := range cats {
 		names[j] = fmt.Sprint(c)
