@@ -1,0 +1,321 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Scenario 3: one process holds many leases for a few renewal intervals.
+
+type holdResult struct {
+	Impl       string
+	Leases     int
+	TTL        time.Duration
+	Interval   time.Duration
+	Hold       time.Duration // the measured window
+	AcquireSec float64       // time to acquire them all, 64 goroutines
+	Goroutines int           // added while holding
+	BytesLease float64       // heap + goroutine stacks added, per lease
+	TripsSec   float64       // round trips a second while holding
+	CmdsSec    float64       // commands a second while holding
+	CPUSec     float64       // client CPU seconds per second (getrusage)
+	RedisCPU   float64       // server CPU seconds per second (INFO cpu)
+	Lateness   time.Duration // worst renewal lateness against its schedule
+	Renewals   int64         // renewals observed in the window
+	RenewSec   float64       // renewals a second observed
+	Lost       int
+}
+
+const acquirers = 64
+
+func refreshImpl() impl {
+	return impl{Name: "redislock-refresh", Note: "hand-written: one goroutine per lease calling redislock Lock.Refresh on a time.Ticker"}
+}
+
+func runHold(ctx context.Context, cfg runConfig, srv *redistest.Server) ([]holdResult, error) {
+	admin := redis.NewClient(srv.Options())
+	defer admin.Close()
+	var out []holdResult
+	for i, hc := range cfg.holds {
+		order := []string{"tenure", "redislock-refresh"}
+		if i%2 == 1 {
+			order[0], order[1] = order[1], order[0]
+		}
+		for _, name := range order {
+			if err := admin.FlushAll(ctx).Err(); err != nil {
+				return out, err
+			}
+			runtime.GC()
+			var (
+				r   holdResult
+				err error
+			)
+			if name == "tenure" {
+				r, err = holdTenure(ctx, cfg, srv.Addr(), admin, hc)
+			} else {
+				r, err = holdRefresh(ctx, cfg, srv.Addr(), admin, hc)
+			}
+			if err != nil {
+				return out, fmt.Errorf("hold %s %d: %w", name, hc.Leases, err)
+			}
+			cfg.logf("  hold %-17s n=%-6d ttl %-4v: acquire %.1fs, +%d goroutines, %.0f B/lease, %.0f renewals/s, %.0f trips/s, %.0f cmds/s, cpu %.3f s/s (redis %.3f), late %v, lost %d",
+				r.Impl, r.Leases, r.TTL, r.AcquireSec, r.Goroutines, r.BytesLease, r.RenewSec, r.TripsSec, r.CmdsSec, r.CPUSec, r.RedisCPU, r.Lateness.Round(time.Millisecond), r.Lost)
+			out = append(out, r)
+		}
+	}
+	return out, nil
+}
+
+func memInUse() int64 {
+	runtime.GC()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return int64(ms.HeapAlloc + ms.StackInuse)
+}
+
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU returns the server's used_cpu_user + used_cpu_sys.
+func redisCPU(ctx context.Context, admin *redis.Client) float64 {
+	s, err := admin.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	var t float64
+	for _, line := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			t += f
+		}
+	}
+	return t
+}
+
+// parallel calls f(i) for i in [0, n) from k goroutines; the first error
+// wins.
+func parallel(n, k int, f func(i int) error) error {
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		first atomic.Pointer[error]
+	)
+	for range k {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n || first.Load() != nil {
+					return
+				}
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, &err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if p := first.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// lateness tracks, per lease, the send time of its last renewal as some
+// sampler sees it, and the worst delay of a renewal past its schedule
+// (previous send + interval).
+type lateness struct {
+	interval time.Duration
+	last     []time.Time
+	worst    time.Duration
+	renewals int64
+}
+
+func newLateness(n int, interval time.Duration, start []time.Time) *lateness {
+	return &lateness{interval: interval, last: start, worst: -interval}
+}
+
+func (l *lateness) observe(i int, sent time.Time) {
+	if !sent.After(l.last[i]) {
+		return
+	}
+	l.worst = max(l.worst, sent.Sub(l.last[i])-l.interval)
+	l.last[i] = sent
+	l.renewals++
+}
+
+// watchWindow samples every lease's last send time every interval/5 until
+// the window ends, then returns the measurements of the window.
+func watchWindow(ctx context.Context, admin *redis.Client, h *counter, hc holdCase, lt *lateness, sample func(lt *lateness)) (holdResult, time.Duration) {
+	h.reset()
+	// Count only what happens inside the window: acquiring many leases
+	// takes seconds, and the first leases renew meanwhile.
+	sample(lt)
+	lt.renewals, lt.worst = 0, -lt.interval
+	cpu0, rc0, t0 := cpuTime(), redisCPU(ctx, admin), time.Now()
+	tick := time.NewTicker(hc.Interval / 5)
+	defer tick.Stop()
+	end := time.After(hc.Hold)
+loop:
+	for {
+		select {
+		case <-tick.C:
+			sample(lt)
+		case <-end:
+			break loop
+		}
+	}
+	sample(lt)
+	el := time.Since(t0)
+	cpu, rc := cpuTime()-cpu0, redisCPU(ctx, admin)-rc0
+	return holdResult{
+		Leases: hc.Leases, TTL: hc.TTL, Interval: hc.Interval, Hold: el,
+		TripsSec: float64(h.trips.Load()) / el.Seconds(),
+		CmdsSec:  float64(h.cmds.Load()) / el.Seconds(),
+		CPUSec:   cpu.Seconds() / el.Seconds(),
+		RedisCPU: rc / el.Seconds(),
+		Lateness: lt.worst, Renewals: lt.renewals, RenewSec: float64(lt.renewals) / el.Seconds(),
+	}, el
+}
+
+func holdTenure(ctx context.Context, cfg runConfig, addr string, admin *redis.Client, hc holdCase) (holdResult, error) {
+	c, h := newClient(addr, acquirers)
+	defer c.Close()
+	mem0, g0 := memInUse(), runtime.NumGoroutine()
+	m, err := lease.New(c, lease.WithTTL(hc.TTL), lease.WithRenewInterval(hc.Interval), lease.WithLogger(quietLogger))
+	if err != nil {
+		return holdResult{}, err
+	}
+	defer m.Close()
+	leases := make([]*lease.Lease, hc.Leases)
+	start := make([]time.Time, hc.Leases)
+	drift := time.Duration(float64(hc.TTL)*lease.DefaultDriftFactor) + lease.DefaultDriftExtra
+	sentOf := func(l *lease.Lease) time.Time { return l.Deadline().Add(drift - hc.TTL) }
+	t0 := time.Now()
+	err = parallel(hc.Leases, acquirers, func(i int) error {
+		l, err := m.TryAcquire(ctx, fmt.Sprint("hold-", i))
+		if err != nil {
+			return err
+		}
+		leases[i], start[i] = l, sentOf(l)
+		return nil
+	})
+	if err != nil {
+		return holdResult{}, err
+	}
+	acq := time.Since(t0)
+	mem1, g1 := memInUse(), runtime.NumGoroutine()
+	lt := newLateness(hc.Leases, hc.Interval, start)
+	r, _ := watchWindow(ctx, admin, h, hc, lt, func(lt *lateness) {
+		for i, l := range leases {
+			lt.observe(i, sentOf(l))
+		}
+	})
+	r.Impl, r.AcquireSec = "tenure", acq.Seconds()
+	r.Goroutines = g1 - g0
+	r.BytesLease = float64(mem1-mem0) / float64(hc.Leases)
+	for _, l := range leases {
+		if l.Err() != nil {
+			r.Lost++
+		}
+	}
+	runtime.KeepAlive(leases)
+	return r, m.Close()
+}
+
+// holdRefresh is the hand-written alternative: one goroutine per lease
+// calling redislock's Refresh on a ticker.
+func holdRefresh(ctx context.Context, cfg runConfig, addr string, admin *redis.Client, hc holdCase) (holdResult, error) {
+	c, h := newClient(addr, acquirers)
+	defer c.Close()
+	mem0, g0 := memInUse(), runtime.NumGoroutine()
+	rl := redislock.New(c)
+	locks := make([]*redislock.Lock, hc.Leases)
+	sent := make([]atomic.Int64, hc.Leases) // unix nanos of the last successful renewal's send
+	start := make([]time.Time, hc.Leases)
+	var lost atomic.Int64
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	t0 := time.Now()
+	err := parallel(hc.Leases, acquirers, func(i int) error {
+		s := time.Now()
+		l, err := rl.Obtain(ctx, fmt.Sprint("hold-", i), hc.TTL, nil)
+		if err != nil {
+			return err
+		}
+		locks[i], start[i] = l, s
+		sent[i].Store(s.UnixNano())
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(hc.Interval)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+				}
+				s := time.Now()
+				if s.Sub(time.Unix(0, sent[i].Load())) >= hc.TTL {
+					lost.Add(1) // the lease expired before we could renew
+					return
+				}
+				rctx, cancel := context.WithTimeout(ctx, hc.Interval)
+				err := l.Refresh(rctx, hc.TTL, nil)
+				cancel()
+				switch {
+				case err == nil:
+					sent[i].Store(s.UnixNano())
+				case errors.Is(err, redislock.ErrNotObtained):
+					lost.Add(1)
+					return
+				}
+			}
+		}()
+		return nil
+	})
+	if err != nil {
+		close(stop)
+		wg.Wait()
+		return holdResult{}, err
+	}
+	acq := time.Since(t0)
+	mem1, g1 := memInUse(), runtime.NumGoroutine()
+	lt := newLateness(hc.Leases, hc.Interval, start)
+	r, _ := watchWindow(ctx, admin, h, hc, lt, func(lt *lateness) {
+		for i := range sent {
+			lt.observe(i, time.Unix(0, sent[i].Load()))
+		}
+	})
+	close(stop)
+	wg.Wait()
+	r.Impl, r.AcquireSec = "redislock-refresh", acq.Seconds()
+	r.Goroutines = g1 - g0
+	r.BytesLease = float64(mem1-mem0) / float64(hc.Leases)
+	r.Lost = int(lost.Load())
+	_ = parallel(hc.Leases, acquirers, func(i int) error { return locks[i].Release(ctx) })
+	return r, nil
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Scenario 4: the holder is cut off by a black hole; how long before the
+// server expires its key is its context cancelled?
+
+type lossTrial struct {
+	TTL    time.Duration
+	Margin time.Duration // server expiry (a lower bound) minus cancellation
+	Cause  string
+}
+
+type lossResult struct {
+	TTL                 time.Duration
+	Trials              int
+	Min, Median, Max    time.Duration
+	Drift               time.Duration // the configured margin: ttl*1% + 2ms
+	Negative            int
+	Margins             []time.Duration
+	Causes              map[string]int
+	MeanSampleInterval  time.Duration
+	MaxExpiryUncertaint time.Duration
+}
+
+func runLoss(ctx context.Context, cfg runConfig, addr string) ([]lossResult, error) {
+	watcher := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
+	defer watcher.Close()
+	var out []lossResult
+	for _, tc := range cfg.lossTTLs {
+		res := lossResult{TTL: tc.ttl, Drift: time.Duration(float64(tc.ttl)*lease.DefaultDriftFactor) + lease.DefaultDriftExtra, Causes: map[string]int{}}
+		var ms []float64
+		var unc time.Duration
+		for i := range tc.trials {
+			tr, u, err := lossOnce(ctx, addr, watcher, tc.ttl, fmt.Sprintf("loss-%v-%d", tc.ttl, i))
+			if err != nil {
+				return out, err
+			}
+			unc = max(unc, u)
+			res.Margins = append(res.Margins, tr.Margin)
+			res.Causes[tr.Cause]++
+			ms = append(ms, float64(tr.Margin))
+			if tr.Margin < 0 {
+				res.Negative++
+			}
+		}
+		res.Trials = len(ms)
+		lo, hi := minMax(ms)
+		res.Min, res.Max, res.Median = time.Duration(lo), time.Duration(hi), time.Duration(median(ms))
+		res.MaxExpiryUncertaint = unc
+		cfg.logf("  loss ttl %v: %d trials, margin min %v median %v max %v (drift %v), negative %d, causes %v",
+			tc.ttl, res.Trials, res.Min, res.Median, res.Max, res.Drift, res.Negative, res.Causes)
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// lossOnce acquires one lease through a fresh proxy, black-holes it at a
+// random phase of the renewal interval, and compares the cancellation time
+// with the server's expiry as seen by a watcher polling PTTL every ~1ms.
+//
+// The expiry estimate is a lower bound: for a PTTL reply p to a request sent
+// at s, the key expires no earlier than s+p (rounded down to the
+// millisecond); the bound is the latest such value over all samples. It also
+// returns the gap between that bound and the first sample that found the key
+// gone, an upper bound on the estimate's error.
+func lossOnce(ctx context.Context, addr string, watcher *redis.Client, ttl time.Duration, name string) (lossTrial, time.Duration, error) {
+	p, err := redistest.NewProxy(addr)
+	if err != nil {
+		return lossTrial{}, 0, err
+	}
+	defer p.Close()
+	c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, DialTimeout: time.Second, ReadTimeout: ttl, WriteTimeout: ttl})
+	defer c.Close()
+	m, err := lease.New(c, lease.WithTTL(ttl), lease.WithLogger(quietLogger), lease.WithOpTimeout(ttl))
+	if err != nil {
+		return lossTrial{}, 0, err
+	}
+	defer m.Close()
+	l, err := m.TryAcquire(ctx, name)
+	if err != nil {
+		return lossTrial{}, 0, err
+	}
+	key := lease.DefaultKeyPrefix + "{" + name + "}"
+	cancelled := make(chan time.Time, 1)
+	go func() {
+		<-l.Done()
+		cancelled <- time.Now()
+	}()
+
+	// Watch the key from the start so that every renewal's effect is seen.
+	type sample struct {
+		sent time.Time
+		pttl time.Duration
+	}
+	stop := make(chan struct{})
+	watched := make(chan []sample, 1)
+	go func() {
+		var ss []sample
+		for {
+			sent := time.Now()
+			d, err := watcher.PTTL(ctx, key).Result()
+			if err == nil {
+				ss = append(ss, sample{sent, d})
+				if d < 0 { // -2: gone
+					break
+				}
+			}
+			select {
+			case <-stop:
+				watched <- ss
+				return
+			case <-time.After(time.Millisecond):
+			}
+		}
+		watched <- ss
+	}()
+
+	interval := ttl / 3
+	time.Sleep(interval/2 + rand.N(interval))
+	p.BlackHole(true)
+
+	var at time.Time
+	select {
+	case at = <-cancelled:
+	case <-time.After(3 * ttl):
+		close(stop)
+		return lossTrial{}, 0, errors.New("loss: lease not cancelled within 3 TTLs of the black hole")
+	}
+	var ss []sample
+	select {
+	case ss = <-watched:
+	case <-time.After(3 * ttl):
+		close(stop)
+		return lossTrial{}, 0, errors.New("loss: key did not expire within 3 TTLs")
+	}
+	p.BlackHole(false)
+	var bound, gone time.Time
+	for _, s := range ss {
+		if s.pttl >= 0 {
+			if e := s.sent.Add(s.pttl); e.After(bound) {
+				bound = e
+			}
+		} else if gone.IsZero() {
+			gone = s.sent
+		}
+	}
+	if bound.IsZero() || gone.IsZero() {
+		return lossTrial{}, 0, errors.New("loss: watcher saw no expiry")
+	}
+	cause := "other"
+	switch c := context.Cause(l.Context()); {
+	case errors.Is(c, lease.ErrLost):
+		cause = "ErrLost"
+	case c != nil:
+		cause = c.Error()
+	}
+	return lossTrial{TTL: ttl, Margin: bound.Sub(at), Cause: cause}, gone.Sub(bound), nil
+}

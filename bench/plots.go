@@ -1,0 +1,180 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+)
+
+// writePlots writes one PNG per scenario that ran.
+func writePlots(r *results, dir string) error {
+	if len(r.Cycle) > 0 {
+		ms := cycleMedians(r)
+		err := groupedBars(filepath.Join(dir, "cycle.png"), "Uncontended acquire+release (median over runs)", "cycles/s",
+			group(ms, func(m cycleMedian) string { return m.impl }),
+			group(ms, func(m cycleMedian) int { return m.par }), "goroutines",
+			func(impl string, par int) float64 {
+				for _, m := range ms {
+					if m.impl == impl && m.par == par {
+						return m.ops
+					}
+				}
+				return 0
+			})
+		if err != nil {
+			return err
+		}
+	}
+	if len(r.Contended) > 0 {
+		ms := contendedMedians(r)
+		get := func(f func(contendedMedian) float64) func(string, int) float64 {
+			return func(impl string, g int) float64 {
+				for _, m := range ms {
+					if m.impl == impl && m.g == g {
+						return f(m)
+					}
+				}
+				return 0
+			}
+		}
+		impls := group(ms, func(m contendedMedian) string { return m.impl })
+		gs := group(ms, func(m contendedMedian) int { return m.g })
+		if err := groupedBars(filepath.Join(dir, "contended.png"), "Contended: handoffs to another goroutine (median)", "handoffs/s",
+			impls, gs, "goroutines", get(func(m contendedMedian) float64 { return m.handoffs })); err != nil {
+			return err
+		}
+		if err := groupedBars(filepath.Join(dir, "contended_wait.png"), "Contended: waiter's p99 time in acquire (median)", "ms",
+			impls, gs, "goroutines", get(func(m contendedMedian) float64 { return float64(m.p99) / 1e6 })); err != nil {
+			return err
+		}
+	}
+	if len(r.Hold) > 0 {
+		if err := holdPlot(r, filepath.Join(dir, "hold.png")); err != nil {
+			return err
+		}
+	}
+	if len(r.Loss) > 0 {
+		if err := lossPlot(r, filepath.Join(dir, "loss.png")); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// groupedBars draws one bar per (series, category): series are
+// implementations, categories the x axis.
+func groupedBars[K comparable](file, title, ylabel string, series []string, cats []K, catLabel string, value func(string, K) float64) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.Y.Label.Text = ylabel
+	p.X.Label.Text = catLabel
+	w := vg.Points(240 / float64(max(len(series), 1)))
+	for i, s := range series {
+		vals := make(plotter.Values, len(cats))
+		for j, c := range cats {
+			vals[j] = value(s, c)
+		}
+		bars, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return err
+		}
+		bars.LineStyle.Width = vg.Length(0)
+		bars.Color = plotutil.Color(i)
+		bars.Offset = w * vg.Length(float64(i)-float64(len(series)-1)/2)
+		p.Add(bars)
+		p.Legend.Add(s, bars)
+	}
+	p.Legend.Top = true
+	// Headroom for the legend above the tallest bar.
+	p.Y.Min = 0
+	p.Y.Max *= 1.1 + 0.06*float64(len(series))
+	names := make([]string, len(cats))
+	for j, c := range cats {
+		names[j] = fmt.Sprint(c)
+	}
+	p.NominalX(names...)
+	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
+}
+
+func holdPlot(r *results, file string) error {
+	p := plot.New()
+	p.Title.Text = "Holding N leases: client CPU"
+	p.X.Label.Text = "leases held"
+	p.Y.Label.Text = "client CPU seconds per second"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{}
+	type key struct {
+		impl string
+		ttl  time.Duration
+	}
+	keys := group(r.Hold, func(h holdResult) key { return key{h.Impl, h.TTL} })
+	for i, k := range keys {
+		var xys plotter.XYs
+		for _, h := range r.Hold {
+			if h.Impl == k.impl && h.TTL == k.ttl {
+				xys = append(xys, plotter.XY{X: float64(h.Leases), Y: h.CPUSec})
+			}
+		}
+		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i)
+		pts.Shape = plotutil.Shape(i)
+		p.Add(l, pts)
+		p.Legend.Add(fmt.Sprintf("%s, TTL %v", k.impl, k.ttl), l, pts)
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
+}
+
+func lossPlot(r *results, file string) error {
+	p := plot.New()
+	p.Title.Text = "Loss detection: server expiry − lease cancellation, per trial"
+	p.X.Label.Text = "trial"
+	p.Y.Label.Text = "margin (ms); below 0 would be unsafe"
+	for i, l := range r.Loss {
+		xys := make(plotter.XYs, len(l.Margins))
+		for j, m := range l.Margins {
+			xys[j] = plotter.XY{X: float64(j), Y: float64(m) / 1e6}
+		}
+		s, err := plotter.NewScatter(xys)
+		if err != nil {
+			return err
+		}
+		s.Color = plotutil.Color(i)
+		s.Shape = plotutil.Shape(i)
+		p.Add(s)
+		p.Legend.Add(fmt.Sprintf("TTL %v (drift %v)", l.TTL, l.Drift), s)
+		d, err := plotter.NewLine(plotter.XYs{{X: 0, Y: float64(l.Drift) / 1e6}, {X: float64(max(len(l.Margins)-1, 1)), Y: float64(l.Drift) / 1e6}})
+		if err != nil {
+			return err
+		}
+		d.Color = plotutil.Color(i)
+		d.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+		p.Add(d)
+	}
+	n := 1
+	for _, l := range r.Loss {
+		n = max(n, len(l.Margins)-1)
+	}
+	zero, err := plotter.NewLine(plotter.XYs{{X: 0, Y: 0}, {X: float64(n), Y: 0}})
+	if err != nil {
+		return err
+	}
+	zero.Color = color.Black
+	p.Add(zero)
+	p.Y.Min = min(p.Y.Min, -1)
+	p.Legend.Top = true
+	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
+}
