@@ -249,6 +249,11 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			req.Token = newToken()
 		}
 		l, holderTTL, err := m.try(ctx, req, a)
+		if w != nil && err == nil {
+			// Answered the wake-up: nobody else need be woken for it, whether we
+			// won or someone elsewhere did.
+			m.notify.tried(w)
+		}
 		if l != nil || err != nil {
 			if err != nil && queued && !backend.MaybeApplied(err) {
 				// Tried and failed outright: the queue must not keep
@@ -258,9 +263,6 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			return l, err
 		}
 		queued = a.fair
-		if w != nil {
-			m.notify.tried(w)
-		}
 		if policy == nil {
 			policy = a.newBackOff()
 		}

@@ -57,6 +57,9 @@ end
 
 -- A reentrant owner that holds the name enters once more, queue or not:
 -- waiting behind its own lock would deadlock it.
+if owner ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then
+  return {0, -2}
+end
 if owner ~= '' and redis.pcall('HEXISTS', KEYS[1], owner) == 1 then
   local count = redis.call('HINCRBY', KEYS[1], owner, 1)
   if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
