@@ -39,7 +39,7 @@ type impl struct {
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 func tenureImpl() impl {
-	return impl{Name: "tenure", Note: "Manager.Acquire, default backoff (5ms…250ms, capped by the holder's TTL)",
+	return impl{Name: "tenure", Note: "Manager.Acquire: woken by the release message (one pub/sub connection per manager); default backoff 50ms…1s as a fallback, capped by the holder's TTL",
 		new: func(c *redis.Client, ttl time.Duration) (locker, error) {
 			m, err := lease.New(c, lease.WithTTL(ttl), lease.WithLogger(quietLogger))
 			if err != nil {
