@@ -28,7 +28,7 @@ func cleanHistory() History {
 			sec(1, "a", 10, 0, 100, EndReleased),
 			sec(2, "a", 11, 100, 250, EndLost), // begins exactly when 1 ended
 			sec(3, "a", 12, 300, 400, EndReleased),
-			sec(4, "b", 5, 50, 350, EndReleased), // another name, in parallel
+			sec(4, "b", 5, 50, 350, EndReleased),                                               // another name, in parallel
 			{ID: 5, Name: "a", Holder: "do", Start: ms(400), End: ms(450), Ended: EndReleased}, // Do: no fence
 		},
 		Writes: []Write{
