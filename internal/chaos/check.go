@@ -93,8 +93,8 @@ func Check(h History) *Report {
 				if !a.End.After(b.Start) {
 					continue
 				}
-				msg := fmt.Sprintf("%s: %s (section %d, fence %d) began at %s while %s (section %d, fence %d, %s) was live until %s, %v later",
-					name, b.Holder, b.ID, b.Fence, stamp(b.Start), a.Holder, a.ID, a.Fence, a.Ended, stamp(a.End), a.End.Sub(b.Start))
+				msg := fmt.Sprintf("%s: %s (section %d, fence %d) began at %s while %s (section %d, fence %d, %s, local deadline %s) was live until %s, %v later%s",
+					name, b.Holder, b.ID, b.Fence, stamp(b.Start), a.Holder, a.ID, a.Fence, a.Ended, stamp(a.Deadline), stamp(a.End), a.End.Sub(b.Start), faultsAround(h.Faults, a.Start, b.Start))
 				if dataLost(a.Start, b.Start) {
 					r.ExpectedOverlap = append(r.ExpectedOverlap, msg)
 				} else {
@@ -129,8 +129,8 @@ func Check(h History) *Report {
 	}
 	for _, s := range h.Sections {
 		if s.UnnoticedLoss {
-			msg := fmt.Sprintf("%s: section %d (%s, fence %d) was live at %s but Release found the lease gone from the server",
-				s.Name, s.ID, s.Holder, s.Fence, stamp(s.End))
+			msg := fmt.Sprintf("%s: section %d (%s, fence %d, from %s) was live at %s (local deadline %s) but Release found the lease gone from the server%s",
+				s.Name, s.ID, s.Holder, s.Fence, stamp(s.Start), stamp(s.End), stamp(s.Deadline), faultsAround(h.Faults, s.Start, s.End))
 			if dataLost(s.Start, s.End) {
 				r.ExpectedOutlive = append(r.ExpectedOutlive, msg)
 			} else {
@@ -142,8 +142,8 @@ func Check(h History) *Report {
 		if s.Token == "" || !ok || !s.End.After(g.GoneBy) {
 			continue
 		}
-		msg := fmt.Sprintf("%s: section %d (%s, fence %d) was live until %s, %v after the observer saw its lease gone from the server",
-			s.Name, s.ID, s.Holder, s.Fence, stamp(s.End), s.End.Sub(g.GoneBy))
+		msg := fmt.Sprintf("%s: section %d (%s, fence %d, from %s) was live until %s (local deadline %s), %v after the observer saw its lease gone from the server (last seen %s)%s",
+			s.Name, s.ID, s.Holder, s.Fence, stamp(s.Start), stamp(s.End), stamp(s.Deadline), s.End.Sub(g.GoneBy), stamp(g.LastSeen), faultsAround(h.Faults, s.Start, s.End))
 		if dataLost(s.Start, g.GoneBy) {
 			r.ExpectedOutlive = append(r.ExpectedOutlive, msg)
 		} else {
@@ -182,7 +182,24 @@ func Check(h History) *Report {
 	return r
 }
 
-func stamp(t time.Time) string { return t.Format("15:04:05.000000") }
+func stamp(t time.Time) string {
+	if t.IsZero() {
+		return "?"
+	}
+	return t.Format("15:04:05.000000")
+}
+
+// faultsAround lists the faults that overlapped [from, to], for a
+// violation's message.
+func faultsAround(faults []Fault, from, to time.Time) string {
+	var b strings.Builder
+	for _, f := range faults {
+		if !f.Start.After(to) && !f.End.Before(from) {
+			fmt.Fprintf(&b, "; during %s %s..%s", f.Kind, stamp(f.Start), stamp(f.End))
+		}
+	}
+	return b.String()
+}
 
 // Stats are the run's own counts, printed with a report.
 type Stats struct {

@@ -67,6 +67,9 @@ type Section struct {
 	// Stalled: the holder stopped looking at its context for longer than
 	// its lease (a simulated GC pause) and then wrote all the same.
 	Stalled bool
+	// Deadline is the lease's local deadline when the holder stopped (zero
+	// when unknown), for diagnostics.
+	Deadline time.Time
 	// UnnoticedLoss: Release answered "not held" although the lease context
 	// was still live when the holder called it: the server had dropped the
 	// lease while its holder still believed in it.
