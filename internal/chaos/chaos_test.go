@@ -49,9 +49,9 @@ type run struct {
 	stallsPending atomic.Int64 // GC-like stalls waiting for a holder to take them
 
 	attempts, acquired, acquireTimeouts, acquireErrors atomic.Int64
-	releases, releaseNotHeld, releaseErrors          atomic.Int64
-	doCalls, doLost, doErrors                        atomic.Int64
-	firstErrs                                        sync.Map // error text prefix -> count (*atomic.Int64)
+	releases, releaseNotHeld, releaseErrors            atomic.Int64
+	doCalls, doLost, doErrors                          atomic.Int64
+	firstErrs                                          sync.Map // error text prefix -> count (*atomic.Int64)
 }
 
 func (r *run) noteErr(what string, err error) {
