@@ -46,10 +46,12 @@ type run struct {
 	names   []string
 	faults  map[string]bool
 
+	exact         []bool       // manager i's client does not retry commands
 	stallsPending atomic.Int64 // GC-like stalls waiting for a holder to take them
 
 	attempts, acquired, acquireTimeouts, acquireErrors atomic.Int64
 	releases, releaseNotHeld, releaseErrors            atomic.Int64
+	notHeldAmbiguous                                   atomic.Int64
 	doCalls, doLost, doErrors                          atomic.Int64
 	firstErrs                                          sync.Map // error text prefix -> count (*atomic.Int64)
 }
@@ -82,10 +84,19 @@ func TestChaos(t *testing.T) {
 
 	quiet := slog.New(slog.DiscardHandler)
 	managers := make([]*lease.Manager, *flagManagers)
+	r.exact = make([]bool, len(managers))
 	for i := range managers {
 		p := redistest.StartProxy(t, r.srv.Addr())
 		r.proxies = append(r.proxies, p)
 		opts := &redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, DialTimeout: time.Second}
+		if i%2 == 0 {
+			// No retries: a Release that answers "not held" is then exact.
+			// With go-redis's default retries, a release script applied
+			// just before a connection reset is sent again and finds its
+			// own deletion: "not held" although it held.
+			opts.MaxRetries = -1
+			r.exact[i] = true
+		}
 		if i == len(managers)-1 && i > 0 {
 			// One client that ignores contexts: the manager bounds its
 			// calls itself, and its watchdog by local deadlines.
@@ -124,7 +135,7 @@ func TestChaos(t *testing.T) {
 			if g%3 == 2 {
 				workersWG.Go(func() { r.doWorker(m, holder, rng) })
 			} else {
-				workersWG.Go(func() { r.worker(m, holder, rng) })
+				workersWG.Go(func() { r.worker(m, r.exact[mi], holder, rng) })
 			}
 		}
 	}
@@ -158,6 +169,7 @@ func TestChaos(t *testing.T) {
 	st.Add("  ending in ErrLost", "%d", r.doLost.Load())
 	st.Add("releases", "%d", r.releases.Load())
 	st.Add("  ErrNotHeld", "%d", r.releaseNotHeld.Load())
+	st.Add("    while live, from a retrying client", "%d", r.notHeldAmbiguous.Load())
 	st.Add("  other errors", "%d", r.releaseErrors.Load())
 	st.Add("observer polls (ok/failed)", "%d/%d", obs.polls, obs.failed)
 	st.Add("tokens seen by the observer", "%d", len(h.Sightings))
@@ -346,7 +358,7 @@ func endingOf(cause error) Ending {
 // worker acquires, writes to the fenced store, works, writes again while
 // the lease is live, and releases; now and then it stalls past its lease
 // and writes anyway.
-func (r *run) worker(m *lease.Manager, holder string, rng *rand.Rand) {
+func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand) {
 	for r.ctx.Err() == nil {
 		name := r.names[rng.IntN(len(r.names))]
 		actx, cancel := context.WithTimeout(r.ctx, 2*r.ttl)
@@ -390,6 +402,7 @@ func (r *run) worker(m *lease.Manager, holder string, rng *rand.Rand) {
 		s.Deadline = l.Deadline()
 		rctx, cancel := context.WithTimeout(context.Background(), r.ttl/2)
 		err = l.Release(rctx)
+		answered := time.Now()
 		cancel()
 		<-end.done // Release always ends the lease's context
 		r.releases.Add(1)
@@ -397,9 +410,18 @@ func (r *run) worker(m *lease.Manager, holder string, rng *rand.Rand) {
 		case err == nil:
 		case errors.Is(err, lease.ErrNotHeld):
 			r.releaseNotHeld.Add(1)
-			// Not held, yet the context was live when Release ended it: the
-			// server dropped the lease while its holder believed in it.
-			s.UnnoticedLoss = !errors.Is(err, lease.ErrLost) && !errors.Is(err, lease.ErrClosed)
+			// Not held, yet the context was live when Release ended it, and
+			// the answer came before the local deadline, so before the
+			// server could expire the key: the server dropped the lease
+			// while its holder believed in it. Only a client that does not
+			// retry gives an exact answer.
+			if !errors.Is(err, lease.ErrLost) && !errors.Is(err, lease.ErrClosed) && answered.Before(s.Deadline) {
+				if exact {
+					s.UnnoticedLoss = true
+				} else {
+					r.notHeldAmbiguous.Add(1)
+				}
+			}
 		default:
 			r.releaseErrors.Add(1)
 			r.noteErr("release", err)
