@@ -30,6 +30,11 @@ type Report struct {
 	StaleRejected  int // writes of stalled holders, rejected as they should be
 	StaleLate      int // writes of stalled holders accepted: no newer holder had written yet
 	FaultsByKind   map[string]int
+	// Cancellations after the local deadline: not violations by
+	// themselves (the drift margin absorbs a little lateness), but the
+	// scheduler slack the run suffered.
+	LateCancels int
+	MaxLate     time.Duration
 }
 
 // Violations is the number of violations: a run with any fails.
@@ -45,6 +50,10 @@ func Check(h History) *Report {
 		r.SectionsByEnd[s.Ended]++
 		if s.Stalled {
 			r.Stalled++
+		}
+		if !s.Deadline.IsZero() && s.End.After(s.Deadline) {
+			r.LateCancels++
+			r.MaxLate = max(r.MaxLate, s.End.Sub(s.Deadline))
 		}
 	}
 	for _, f := range h.Faults {
@@ -228,6 +237,7 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 		}
 	}
 	row("  stalled past their lease", r.Stalled)
+	row("  context cancelled after the local deadline", fmt.Sprintf("%d (at most %v late)", r.LateCancels, r.MaxLate.Round(time.Microsecond)))
 	row("fenced writes accepted", r.WritesAccepted)
 	row("fenced writes rejected", r.WritesRejected)
 	row("  stale writes rejected", r.StaleRejected)

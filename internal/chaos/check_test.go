@@ -187,6 +187,16 @@ func TestCheckStaleWriteFailsEvenAfterDataLoss(t *testing.T) {
 	}
 }
 
+func TestCheckCountsLateCancels(t *testing.T) {
+	h := cleanHistory()
+	h.Sections[1].Deadline = ms(240) // section 2 ended at 250
+	h.Sections[2].Deadline = ms(500)
+	r := Check(h)
+	if r.LateCancels != 1 || r.MaxLate != 10*time.Millisecond || r.Violations() != 0 {
+		t.Fatalf("late %d by %v, violations %d", r.LateCancels, r.MaxLate, r.Violations())
+	}
+}
+
 func TestReportPrints(t *testing.T) {
 	h := cleanHistory()
 	h.Sections[1].Start = ms(99)
