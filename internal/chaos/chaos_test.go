@@ -322,7 +322,7 @@ func (r *run) takeStall() bool {
 // holdFor picks how long a holder works: mostly briefly, sometimes across
 // several renewals so that faults find leases held.
 func (r *run) holdFor(rng *rand.Rand) time.Duration {
-	if rng.IntN(12) == 0 {
+	if rng.IntN(20) == 0 {
 		return r.between(rng, 1, 2.5)
 	}
 	return r.between(rng, 0, 0.05)
@@ -361,11 +361,22 @@ func endingOf(cause error) Ending {
 func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand) {
 	for r.ctx.Err() == nil {
 		name := r.names[rng.IntN(len(r.names))]
+		// A stall models a process paused past its lease: nothing renews
+		// the lease meanwhile (a paused process's watchdog is paused too),
+		// so it is taken without auto-renewal.
+		stall := r.takeStall()
+		var opts []lease.AcquireOption
+		if stall {
+			opts = append(opts, lease.WithAutoRenew(false))
+		}
 		actx, cancel := context.WithTimeout(r.ctx, 2*r.ttl)
 		r.attempts.Add(1)
-		l, err := m.Acquire(actx, name)
+		l, err := m.Acquire(actx, name, opts...)
 		cancel()
 		if err != nil {
+			if stall {
+				r.stallsPending.Add(1) // for the next holder
+			}
 			if errors.Is(err, lease.ErrClosed) {
 				return
 			}
@@ -383,9 +394,10 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		end := watchEnd(l.Context())
 		s := Section{ID: r.rec.NextID(), Name: name, Holder: holder, Token: l.Token(), Fence: l.Fence(), Start: start}
 		r.store.Write(s.ID, name, s.Fence, false)
-		if r.takeStall() {
-			// A stop-the-world pause of this goroutine only: the watchdog
-			// still cancels the lease on time; the holder does not look.
+		if stall {
+			// The holder stops looking at its context for longer than the
+			// lease, then writes with its old fence; the lease's context is
+			// still cancelled by its local deadline.
 			s.Stalled = true
 			d := r.between(rng, 1.2, 2)
 			time.Sleep(d)
