@@ -1,9 +1,13 @@
 package lease_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -407,4 +411,83 @@ func TestBrokenFenceCounter(t *testing.T) {
 		t.Fatalf("after the counter was removed: %v", err)
 	}
 	done([]*lease.Manager{m}, c)
+}
+
+// flakyConn is a connection to a real server that, when armed, lets the
+// next request through and then loses its reply, as a connection reset
+// right after the server executed the command would.
+type flakyConn struct {
+	net.Conn
+	armed *atomic.Bool
+	lose  atomic.Bool
+}
+
+func (c *flakyConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	if bytes.Contains(b, []byte("evalsha")) && c.armed.CompareAndSwap(true, false) {
+		c.lose.Store(true)
+	}
+	return n, err
+}
+
+func (c *flakyConn) Read(b []byte) (int, error) {
+	if c.lose.Load() {
+		time.Sleep(50 * time.Millisecond) // the server executes the request
+		_ = c.Conn.Close()
+		return 0, io.EOF
+	}
+	return c.Conn.Read(b)
+}
+
+// A Release whose reply is lost to a connection reset is resent by
+// go-redis's retries (on by default) and then finds its own deletion: it
+// answers ErrNotHeld, "taken over or had expired", for a lease that was
+// held until it released it. Nothing unsafe happens, but the error
+// misreports. Found by the chaos runs; not fixed: telling the two apart
+// needs state on the server (or a client without retries).
+func TestReleaseRetriedAfterLostReply(t *testing.T) {
+	srv := redistest.Start(t)
+	var armed atomic.Bool
+	c := redis.NewClient(&redis.Options{
+		Addr:                  srv.Addr(),
+		ContextTimeoutEnabled: true,
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &flakyConn{Conn: conn, armed: &armed}, nil
+		},
+	})
+	t.Cleanup(func() { _ = c.Close() })
+	m := newManager(t, c)
+	ctx := context.Background()
+	for range 2 { // the second time, the scripts are cached: EVALSHA runs them
+		l, err := m.TryAcquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := m.TryAcquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	err = l.Release(ctx)
+	if armed.Load() {
+		t.Fatal("the release's reply was not lost: the test proved nothing")
+	}
+	if srv.Client(t).Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("the release was not applied: the test proved nothing")
+	}
+	if errors.Is(err, lease.ErrNotHeld) {
+		t.Skipf("known issue: Release of a held lease, retried after a lost reply, says %v", err)
+	}
+	if err != nil {
+		t.Fatalf("Release = %v", err)
+	}
 }
