@@ -1,0 +1,580 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+var (
+	flagDuration = flag.Duration("chaos.duration", 60*time.Second, "how long the chaos run contends and injects faults")
+	flagSeed     = flag.Uint64("chaos.seed", 0, "seed of the fault schedule and the workers' choices (0: from the clock; the run prints it)")
+	flagLossy    = flag.Float64("chaos.lossy", 0, "fraction of kill-and-restart faults that lose the server's data (0: every restart keeps it, from the AOF with appendfsync always)")
+	flagManagers = flag.Int("chaos.managers", 4, "managers, each with its own client behind its own proxy")
+	flagWorkers  = flag.Int("chaos.workers", 6, "contending goroutines per manager (every third uses Do)")
+	flagNames    = flag.Int("chaos.names", 3, "names contended for")
+	flagTTL      = flag.Duration("chaos.ttl", time.Second, "lease TTL")
+	flagFaults   = flag.String("chaos.faults", "pause,restart,latency,blackhole,reset,gcstall", "fault kinds to inject")
+)
+
+// run is one chaos run's shared state.
+type run struct {
+	t       *testing.T
+	ctx     context.Context // ends when the run's time is up
+	ttl     time.Duration
+	srv     *redistest.Server
+	proxies []*redistest.Proxy
+	rec     Recorder
+	store   *Store
+	names   []string
+	faults  map[string]bool
+
+	exact         []bool       // manager i's client does not retry commands
+	stallsPending atomic.Int64 // GC-like stalls waiting for a holder to take them
+
+	attempts, acquired, acquireTimeouts, acquireErrors atomic.Int64
+	releases, releaseNotHeld, releaseErrors            atomic.Int64
+	notHeldAmbiguous                                   atomic.Int64
+	doCalls, doLost, doErrors                          atomic.Int64
+	firstErrs                                          sync.Map // error text prefix -> count (*atomic.Int64)
+}
+
+func (r *run) noteErr(what string, err error) {
+	msg := err.Error()
+	if len(msg) > 60 {
+		msg = msg[:60]
+	}
+	v, _ := r.firstErrs.LoadOrStore(what+": "+msg, new(atomic.Int64))
+	v.(*atomic.Int64).Add(1)
+}
+
+func TestChaos(t *testing.T) {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	t.Logf("chaos: seed %d, duration %v, ttl %v, lossy restarts %.2f, %d managers x %d workers on %d names; rerun with -chaos.seed=%d",
+		seed, *flagDuration, *flagTTL, *flagLossy, *flagManagers, *flagWorkers, *flagNames, seed)
+	r := &run{t: t, ttl: *flagTTL, store: NewStore(), faults: map[string]bool{}}
+	for _, k := range strings.Split(*flagFaults, ",") {
+		r.faults[strings.TrimSpace(k)] = true
+	}
+	for i := range *flagNames {
+		r.names = append(r.names, fmt.Sprintf("res%d", i))
+	}
+	r.srv = redistest.Start(t, redistest.Config{AOF: true})
+	redis.SetLogger(discardLogger{}) // go-redis's own complaints about dials while the server is down
+
+	quiet := slog.New(slog.DiscardHandler)
+	managers := make([]*lease.Manager, *flagManagers)
+	r.exact = make([]bool, len(managers))
+	for i := range managers {
+		p := redistest.StartProxy(t, r.srv.Addr())
+		r.proxies = append(r.proxies, p)
+		opts := &redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, DialTimeout: time.Second}
+		if i%2 == 0 {
+			// No retries: a Release that answers "not held" is then exact.
+			// With go-redis's default retries, a release script applied
+			// just before a connection reset is sent again and finds its
+			// own deletion: "not held" although it held.
+			opts.MaxRetries = -1
+			r.exact[i] = true
+		}
+		if i == len(managers)-1 && i > 0 {
+			// One client that ignores contexts: the manager bounds its
+			// calls itself, and its watchdog by local deadlines.
+			opts.ContextTimeoutEnabled = false
+			opts.ReadTimeout = 2 * r.ttl
+			opts.WriteTimeout = 2 * r.ttl
+		}
+		c := redis.NewClient(opts)
+		t.Cleanup(func() { _ = c.Close() })
+		m, err := lease.New(c, lease.WithTTL(r.ttl), lease.WithLogger(quiet), lease.WithOpTimeout(r.ttl/2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		managers[i] = m
+	}
+
+	obs := newObserver(r.srv, r.names)
+	obsDone := make(chan struct{})
+	obsCtx, stopObs := context.WithCancel(context.Background())
+	go func() { defer close(obsDone); obs.run(obsCtx) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), *flagDuration)
+	defer cancel()
+	r.ctx = ctx
+	began := time.Now()
+
+	var faultsWG, workersWG sync.WaitGroup
+	faultsWG.Go(func() { r.serverFaults(rand.New(rand.NewPCG(seed, 1))) })
+	for k := range 2 {
+		faultsWG.Go(func() { r.clientFaults(rand.New(rand.NewPCG(seed, uint64(2+k)))) })
+	}
+	for mi, m := range managers {
+		for g := range *flagWorkers {
+			rng := rand.New(rand.NewPCG(seed, uint64(100+mi*1000+g)))
+			holder := fmt.Sprintf("m%d/g%d", mi, g)
+			if g%3 == 2 {
+				workersWG.Go(func() { r.doWorker(m, holder, rng) })
+			} else {
+				workersWG.Go(func() { r.worker(m, r.exact[mi], holder, rng) })
+			}
+		}
+	}
+
+	<-ctx.Done()
+	faultsWG.Wait() // every fault undone: the server runs, no proxy cuts anyone off
+	// Close the managers while holders still hold: their sections end
+	// "closed".
+	for i, m := range managers {
+		if err := m.Close(); err != nil {
+			t.Logf("manager %d: Close: %v", i, err)
+		}
+	}
+	workersWG.Wait()
+	stopObs()
+	<-obsDone
+	elapsed := time.Since(began)
+
+	h := r.rec.History(r.store, obs.sightings())
+	rep := Check(h)
+	var st Stats
+	st.Add("seed", "%d", seed)
+	st.Add("duration", "%v", elapsed.Round(time.Millisecond))
+	st.Add("lease TTL", "%v", r.ttl)
+	st.Add("managers x workers", "%d x %d on %d names", len(managers), *flagWorkers, len(r.names))
+	st.Add("acquire calls (Acquire + Do)", "%d", r.attempts.Load())
+	st.Add("  acquisitions", "%d", r.acquired.Load())
+	st.Add("  timed out waiting", "%d", r.acquireTimeouts.Load())
+	st.Add("  failed with an error", "%d", r.acquireErrors.Load())
+	st.Add("Do calls", "%d", r.doCalls.Load())
+	st.Add("  ending in ErrLost", "%d", r.doLost.Load())
+	st.Add("releases", "%d", r.releases.Load())
+	st.Add("  ErrNotHeld", "%d", r.releaseNotHeld.Load())
+	st.Add("    while live, from a retrying client", "%d", r.notHeldAmbiguous.Load())
+	st.Add("  other errors", "%d", r.releaseErrors.Load())
+	st.Add("observer polls (ok/failed)", "%d/%d", obs.polls, obs.failed)
+	st.Add("tokens seen by the observer", "%d", len(h.Sightings))
+	var b strings.Builder
+	rep.Print(&b, &st)
+	r.firstErrs.Range(func(k, v any) bool {
+		fmt.Fprintf(&b, "error seen %d times: %s\n", v.(*atomic.Int64).Load(), k)
+		return true
+	})
+	t.Logf("chaos summary:\n%s", b.String())
+	if out := os.Getenv("CHAOS_SUMMARY"); out != "" {
+		_ = os.WriteFile(out, []byte(b.String()), 0o644)
+	}
+
+	if n := rep.Violations(); n > 0 {
+		t.Fatalf("%d violations (seed %d)", n, seed)
+	}
+	if r.acquired.Load() < 100 || rep.SectionsByEnd[EndLost] == 0 || len(h.Faults) < 5 {
+		t.Fatalf("the run exercised too little: %d acquisitions, %d losses, %d faults", r.acquired.Load(), rep.SectionsByEnd[EndLost], len(h.Faults))
+	}
+}
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}
+
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// between returns a duration uniformly in [lo, hi) TTLs.
+func (r *run) between(rng *rand.Rand, lo, hi float64) time.Duration {
+	return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(r.ttl))
+}
+
+// serverFaults pauses the server and kills and restarts it, one fault at a
+// time, until the run ends.
+func (r *run) serverFaults(rng *rand.Rand) {
+	var kinds []string
+	for _, k := range []string{"pause", "restart"} {
+		if r.faults[k] {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	for {
+		sleepCtx(r.ctx, r.between(rng, 1, 4))
+		if r.ctx.Err() != nil {
+			return
+		}
+		switch kinds[rng.IntN(len(kinds))] {
+		case "pause":
+			d := r.between(rng, 0.2, 2)
+			start := time.Now()
+			if err := r.srv.Pause(); err != nil {
+				r.t.Errorf("pause: %v", err)
+				return
+			}
+			sleepCtx(r.ctx, d)
+			if err := r.srv.Resume(); err != nil {
+				r.t.Errorf("resume: %v", err)
+				return
+			}
+			r.rec.Fault(Fault{Kind: "redis pause (SIGSTOP)", Start: start, End: time.Now()})
+		case "restart":
+			lossy := rng.Float64() < *flagLossy
+			d := r.between(rng, 0.1, 1.5)
+			start := time.Now()
+			if err := r.srv.Kill(); err != nil {
+				r.t.Errorf("kill: %v", err)
+				return
+			}
+			kind := "redis kill+restart, AOF kept"
+			if lossy {
+				// The AOF is gone: the server comes back empty.
+				if err := os.RemoveAll(filepath.Join(r.srv.Dir(), "appendonlydir")); err != nil {
+					r.t.Errorf("removing the AOF: %v", err)
+				}
+				kind = "redis kill+restart, data lost"
+			}
+			sleepCtx(r.ctx, d)
+			if err := r.srv.Restart(); err != nil {
+				r.t.Errorf("restart: %v", err)
+				return
+			}
+			r.rec.Fault(Fault{Kind: kind, Start: start, End: time.Now(), LosesData: lossy})
+		}
+	}
+}
+
+// clientFaults disturbs one client's proxy at a time, or asks a holder to
+// stall, until the run ends.
+func (r *run) clientFaults(rng *rand.Rand) {
+	var kinds []string
+	for _, k := range []string{"latency", "blackhole", "reset", "gcstall"} {
+		if r.faults[k] {
+			kinds = append(kinds, k)
+		}
+	}
+	if len(kinds) == 0 {
+		return
+	}
+	for {
+		sleepCtx(r.ctx, r.between(rng, 0.5, 2))
+		if r.ctx.Err() != nil {
+			return
+		}
+		p := r.proxies[rng.IntN(len(r.proxies))]
+		start := time.Now()
+		switch kinds[rng.IntN(len(kinds))] {
+		case "latency":
+			p.SetLatency(time.Millisecond + r.between(rng, 0, 0.4))
+			sleepCtx(r.ctx, r.between(rng, 0.5, 3))
+			p.SetLatency(0)
+			r.rec.Fault(Fault{Kind: "client latency", Start: start, End: time.Now()})
+		case "blackhole":
+			p.BlackHole(true)
+			sleepCtx(r.ctx, r.between(rng, 0.3, 2.5))
+			p.BlackHole(false)
+			r.rec.Fault(Fault{Kind: "client black hole", Start: start, End: time.Now()})
+		case "reset":
+			p.ResetConnections()
+			r.rec.Fault(Fault{Kind: "client connections reset", Start: start, End: time.Now()})
+		case "gcstall":
+			r.stallsPending.Add(1) // the next holder to take it records it
+		}
+	}
+}
+
+// takeStall claims a pending stall, if any.
+func (r *run) takeStall() bool {
+	for {
+		n := r.stallsPending.Load()
+		if n <= 0 {
+			return false
+		}
+		if r.stallsPending.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// holdFor picks how long a holder works: mostly briefly, sometimes across
+// several renewals so that faults find leases held.
+func (r *run) holdFor(rng *rand.Rand) time.Duration {
+	if rng.IntN(20) == 0 {
+		return r.between(rng, 1, 2.5)
+	}
+	return r.between(rng, 0, 0.05)
+}
+
+// contextEnd records when ctx is cancelled.
+type contextEnd struct {
+	at   time.Time
+	done chan struct{}
+}
+
+func watchEnd(ctx context.Context) *contextEnd {
+	e := &contextEnd{done: make(chan struct{})}
+	context.AfterFunc(ctx, func() {
+		e.at = time.Now()
+		close(e.done)
+	})
+	return e
+}
+
+func endingOf(cause error) Ending {
+	switch {
+	case errors.Is(cause, lease.ErrReleased):
+		return EndReleased
+	case errors.Is(cause, lease.ErrLost):
+		return EndLost
+	case errors.Is(cause, lease.ErrClosed):
+		return EndClosed
+	}
+	return EndUnknown
+}
+
+// worker acquires, writes to the fenced store, works, writes again while
+// the lease is live, and releases; now and then it stalls past its lease
+// and writes anyway.
+func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand) {
+	for r.ctx.Err() == nil {
+		name := r.names[rng.IntN(len(r.names))]
+		// A stall models a process paused past its lease: nothing renews
+		// the lease meanwhile (a paused process's watchdog is paused too),
+		// so it is taken without auto-renewal.
+		stall := r.takeStall()
+		var opts []lease.AcquireOption
+		if stall {
+			opts = append(opts, lease.WithAutoRenew(false))
+		}
+		actx, cancel := context.WithTimeout(r.ctx, 2*r.ttl)
+		r.attempts.Add(1)
+		l, err := m.Acquire(actx, name, opts...)
+		cancel()
+		if err != nil {
+			if stall {
+				r.stallsPending.Add(1) // for the next holder
+			}
+			if errors.Is(err, lease.ErrClosed) {
+				return
+			}
+			if errors.Is(err, lease.ErrNotAcquired) {
+				r.acquireTimeouts.Add(1)
+			} else {
+				r.acquireErrors.Add(1)
+				r.noteErr("acquire", err)
+				sleepCtx(r.ctx, 10*time.Millisecond) // the server may be down: do not spin
+			}
+			continue
+		}
+		start := time.Now()
+		r.acquired.Add(1)
+		end := watchEnd(l.Context())
+		s := Section{ID: r.rec.NextID(), Name: name, Holder: holder, Token: l.Token(), Fence: l.Fence(), Start: start}
+		r.store.Write(s.ID, name, s.Fence, false)
+		if stall {
+			// The holder stops looking at its context for longer than the
+			// lease, then writes with its old fence; the lease's context is
+			// still cancelled by its local deadline.
+			s.Stalled = true
+			d := r.between(rng, 1.2, 2)
+			time.Sleep(d)
+			r.rec.Fault(Fault{Kind: "holder stalled past its lease", Start: start, End: time.Now()})
+			r.store.Write(s.ID, name, s.Fence, true)
+		} else {
+			// Not woken by the run's end: Close finds some holders inside.
+			sleepCtx(l.Context(), r.holdFor(rng))
+			if l.Context().Err() == nil {
+				r.store.Write(s.ID, name, s.Fence, false)
+			}
+		}
+		stopped := time.Now()
+		s.Deadline = l.Deadline()
+		rctx, cancel := context.WithTimeout(context.Background(), r.ttl/2)
+		err = l.Release(rctx)
+		answered := time.Now()
+		cancel()
+		<-end.done // Release always ends the lease's context
+		r.releases.Add(1)
+		switch {
+		case err == nil:
+		case errors.Is(err, lease.ErrNotHeld):
+			r.releaseNotHeld.Add(1)
+			// Not held, yet the context was live when Release ended it, and
+			// the answer came before the local deadline, so before the
+			// server could expire the key: the server dropped the lease
+			// while its holder believed in it. Only a client that does not
+			// retry gives an exact answer.
+			if !errors.Is(err, lease.ErrLost) && !errors.Is(err, lease.ErrClosed) && answered.Before(s.Deadline) {
+				if exact {
+					s.UnnoticedLoss = true
+				} else {
+					r.notHeldAmbiguous.Add(1)
+				}
+			}
+		default:
+			r.releaseErrors.Add(1)
+			r.noteErr("release", err)
+		}
+		s.End = end.at
+		if stopped.Before(s.End) {
+			s.End = stopped
+		}
+		s.Ended = endingOf(context.Cause(l.Context()))
+		r.rec.Section(s)
+	}
+}
+
+// doWorker does the same through Do, which hides the lease: no token, no
+// fence, no writes; its sections count for overlaps only.
+func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
+	for r.ctx.Err() == nil {
+		name := r.names[rng.IntN(len(r.names))]
+		hold := r.holdFor(rng)
+		dctx, cancel := context.WithTimeout(r.ctx, 2*r.ttl+hold)
+		var (
+			s       Section
+			end     *contextEnd
+			stopped time.Time
+		)
+		r.attempts.Add(1)
+		r.doCalls.Add(1)
+		err := m.Do(dctx, name, func(ctx context.Context) error {
+			s = Section{ID: r.rec.NextID(), Name: name, Holder: holder + " (Do)", Start: time.Now()}
+			r.acquired.Add(1)
+			end = watchEnd(ctx)
+			sleepCtx(ctx, hold)
+			stopped = time.Now()
+			return nil
+		})
+		cancel()
+		if end == nil { // never acquired
+			switch {
+			case errors.Is(err, lease.ErrClosed):
+				return
+			case errors.Is(err, lease.ErrNotAcquired):
+				r.acquireTimeouts.Add(1)
+			case err != nil:
+				r.acquireErrors.Add(1)
+				r.noteErr("Do acquire", err)
+				sleepCtx(r.ctx, 10*time.Millisecond)
+			}
+			continue
+		}
+		<-end.done // Do cancels fn's context when it returns
+		s.End = end.at
+		if stopped.Before(s.End) {
+			s.End = stopped
+		}
+		s.Ended = EndReleased
+		switch {
+		case errors.Is(err, lease.ErrLost):
+			s.Ended = EndLost
+			r.doLost.Add(1)
+		case errors.Is(err, lease.ErrClosed):
+			s.Ended = EndClosed
+		case err != nil:
+			r.doErrors.Add(1)
+			r.noteErr("Do", err)
+		}
+		r.rec.Section(s)
+	}
+}
+
+// observer polls the lease keys about every millisecond on a connection of
+// its own, straight to the server, and records when each token was last
+// seen and when it was first seen gone.
+type observer struct {
+	client *redis.Client
+	names  []string
+	keys   []string
+
+	mu      sync.Mutex
+	seen    map[string]*Sighting
+	current map[string]string // name -> token in the key at the last poll
+	polls   int64
+	failed  int64
+}
+
+func newObserver(srv *redistest.Server, names []string) *observer {
+	opts := srv.Options()
+	opts.MaxRetries = -1 // every poll's times are its own
+	opts.PoolSize = 1
+	o := &observer{client: redis.NewClient(opts), names: names, seen: map[string]*Sighting{}, current: map[string]string{}}
+	for _, n := range names {
+		o.keys = append(o.keys, "tenure:{"+n+"}")
+	}
+	return o
+}
+
+func (o *observer) run(ctx context.Context) {
+	defer o.client.Close()
+	for ctx.Err() == nil {
+		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		sent := time.Now()
+		vals, err := o.client.MGet(pctx, o.keys...).Result()
+		got := time.Now()
+		cancel()
+		if err != nil {
+			o.mu.Lock()
+			o.failed++
+			o.mu.Unlock()
+			sleepCtx(ctx, 5*time.Millisecond)
+			continue
+		}
+		o.mu.Lock()
+		o.polls++
+		for i, v := range vals {
+			tok, _ := v.(string)
+			name := o.names[i]
+			if prev := o.current[name]; prev != "" && prev != tok {
+				if g := o.seen[prev]; g.GoneBy.IsZero() {
+					g.GoneBy = got
+				}
+			}
+			if tok != "" {
+				g := o.seen[tok]
+				if g == nil {
+					g = &Sighting{Name: name, Token: tok}
+					o.seen[tok] = g
+				}
+				g.LastSeen = sent
+			}
+			o.current[name] = tok
+		}
+		o.mu.Unlock()
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func (o *observer) sightings() []Sighting {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := make([]Sighting, 0, len(o.seen))
+	for _, g := range o.seen {
+		out = append(out, *g)
+	}
+	return out
+}
