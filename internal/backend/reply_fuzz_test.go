@@ -67,8 +67,8 @@ func fuzzBody(t *testing.T, reply []byte) {
 		defer cancel()
 		raw := string(reply)
 
-		a, err := be.Acquire(ctx, "n", "tok", time.Second)
-		if err == nil && a.Acquired && !strings.HasPrefix(raw, "*2\r\n") {
+		a, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok", TTL: time.Second})
+		if err == nil && a.Acquired && !strings.HasPrefix(raw, "*3\r\n") {
 			t.Fatalf("acquired on reply %q", raw)
 		}
 		_ = backend.MaybeApplied(err)
@@ -86,7 +86,7 @@ func fuzzBody(t *testing.T, reply []byte) {
 				t.Fatalf("not held on reply %q", raw)
 			}
 		}
-		_ = be.Abandon(ctx, "n", "tok", time.Second)
+		_ = be.Abandon(ctx, backend.Request{Name: "n", Token: "tok", TTL: time.Second})
 	}
 }
 
