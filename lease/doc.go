@@ -92,8 +92,8 @@
 // For a name N and the prefix P ("tenure:" by default, WithKeyPrefix): P{N}
 // holds the lease's token with a TTL (or a reentrant lock's owner counts),
 // P{N}:fence the fencing counter (no TTL), P{N}:queue and P{N}:queue:expiry
-// the fair queue while it has waiters, P{N}:abandoned:<token> a short-lived
-// marker of an acquire given up, and P{N}:released is the channel a release
+// the fair queue while it has waiters, P{N}:retired:<token> a short-lived
+// marker of an acquire given up or a release done, and P{N}:released is the channel a release
 // publishes on. The braces are a Redis Cluster hash tag: all keys of a name
 // live in one slot.
 //

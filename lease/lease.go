@@ -169,7 +169,7 @@ func (l *Lease) item() backend.Item {
 	if l.owner == "" {
 		return backend.Item{Name: l.name, Token: l.token}
 	}
-	it := backend.Item{Name: l.name, Token: l.owner, Reentrant: true}
+	it := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Op: l.token}
 	if !l.exclusive {
 		l.mu.Lock()
 		it.Count = l.depth

@@ -700,7 +700,7 @@ func TestTimedOutAcquireLeavesNoPhantom(t *testing.T) {
 		t.Fatal("a phantom lease blocks the name after a timed-out Acquire")
 	}
 	applied := raw.Exists(bg, "tenure:{job}:fence").Val() == 1
-	marked := len(raw.Keys(bg, "tenure:{job}:abandoned:*").Val()) == 1
+	marked := len(raw.Keys(bg, "tenure:{job}:retired:*").Val()) == 1
 	if !applied && !marked {
 		t.Fatal("neither the acquire nor the clean-up reached the server: the test proved nothing")
 	}

@@ -398,8 +398,11 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 // owner is the request's alone).
 func (m *Manager) requestItem(req backend.Request, res backend.Acquisition) backend.Item {
 	it := req.Item()
-	if it.Reentrant && !req.Exclusive {
-		it.Count = 1
+	if it.Reentrant {
+		it.Op = req.Token
+		if !req.Exclusive {
+			it.Count = 1
+		}
 	}
 	return it
 }

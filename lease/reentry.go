@@ -36,6 +36,7 @@ func (l *Lease) enter(ctx context.Context) (int64, error) {
 	}
 	item := l.item()
 	item.TTL = l.entry.TTL()
+	item.Op = newToken()
 	var n int64
 	err, _ := l.m.detach(ctx, func(ctx context.Context) (err error) {
 		n, err = l.m.be.Reenter(ctx, item)
@@ -66,7 +67,7 @@ func (l *Lease) exit(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, err)
 	}
-	item := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Count: 1}
+	item := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Count: 1, Op: newToken()}
 	err, _ := l.m.detach(ctx, l.m.releaseOp(item), nil)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):

@@ -9,6 +9,8 @@ package backend
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"time"
 )
@@ -52,6 +54,24 @@ type Item struct {
 	// Count is how many entries of a reentrant lock Release takes back;
 	// 0 takes back all of the owner's.
 	Count int
+	// Op names one Release or Reenter, so that a copy resent after a lost
+	// reply is answered as the first was instead of applied twice. It must
+	// be unique among the name's requests. Empty means the lease's token for
+	// a lease (it is released once), and a fresh random id for a reentrant
+	// lock (whose owner may enter and leave many times).
+	Op string
+}
+
+func (it Item) op() string {
+	switch {
+	case it.Op != "":
+		return it.Op
+	case it.Reentrant:
+		var b [16]byte
+		_, _ = rand.Read(b[:])
+		return hex.EncodeToString(b[:])
+	}
+	return it.Token
 }
 
 // Item returns the item of a successful request.

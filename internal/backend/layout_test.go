@@ -32,7 +32,7 @@ func FuzzLayout(f *testing.F) {
 			t.Skip()
 		}
 		l := Layout{Prefix: "tenure:"}
-		keysA := []string{l.Lease(a), l.Fence(a), l.Abandoned(a, "t")}
+		keysA := []string{l.Lease(a), l.Fence(a), l.Retired(a, "t")}
 		for _, k := range keysA[1:] {
 			if hashTag(k) != hashTag(keysA[0]) {
 				t.Fatalf("name %q: %q and %q in different slots", a, keysA[0], k)
@@ -44,7 +44,7 @@ func FuzzLayout(f *testing.F) {
 		if l.Lease(a) == l.Lease(b) || l.Fence(a) == l.Fence(b) || l.Channel(a) == l.Channel(b) {
 			t.Fatalf("names %q and %q share a key", a, b)
 		}
-		if l.Lease(a) == l.Fence(b) || l.Lease(a) == l.Abandoned(b, "t") || l.Fence(a) == l.Abandoned(b, "t") {
+		if l.Lease(a) == l.Fence(b) || l.Lease(a) == l.Retired(b, "t") || l.Fence(a) == l.Retired(b, "t") {
 			t.Fatalf("keys of %q and %q collide across kinds", a, b)
 		}
 	})

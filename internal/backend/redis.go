@@ -50,11 +50,17 @@ func (l Layout) Fence(name string) string { return l.Prefix + "{" + name + "}:fe
 // Channel is the name's release channel: P{N}:released.
 func (l Layout) Channel(name string) string { return l.Prefix + "{" + name + "}:released" }
 
-// Abandoned is the marker that makes acquire.lua refuse a token its sender
-// gave up: P{N}:abandoned:<token>.
-func (l Layout) Abandoned(name, token string) string {
-	return l.Prefix + "{" + name + "}:abandoned:" + token
+// Retired is the short-lived marker of a request that is over: an acquire
+// its sender gave up (acquire.lua refuses it), or a release or re-entry the
+// server applied (a copy resent after a lost reply is answered as the first
+// was, not applied twice): P{N}:retired:<token>.
+func (l Layout) Retired(name, token string) string {
+	return l.Prefix + "{" + name + "}:retired:" + token
 }
+
+// retiredFor is how long a release or re-entry is remembered: longer than a
+// client library keeps resending a request whose reply was lost.
+const retiredFor = 10 * time.Second
 
 // Queue is the name's fair queue, P{N}:queue: waiting tokens by arrival.
 func (l Layout) Queue(name string) string { return l.Prefix + "{" + name + "}:queue" }
@@ -77,7 +83,7 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 // Acquire runs acquire.lua: one round trip once the script is cached.
 func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 	n := req.Name
-	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Abandoned(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
+	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Retired(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
 	vals, err := acquireScript.Run(ctx, r.client, keys, req.Token, req.TTL.Milliseconds(), req.Owner, req.Queue.Milliseconds()).Int64Slice()
 	if err != nil {
 		return Acquisition{}, fmt.Errorf("acquire script: %w", err)
@@ -97,7 +103,7 @@ func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 // Abandon runs abandon.lua.
 func (r *Redis) Abandon(ctx context.Context, req Request) error {
 	n := req.Name
-	keys := []string{r.layout.Lease(n), r.layout.Abandoned(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
+	keys := []string{r.layout.Lease(n), r.layout.Retired(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
 	excl := "0"
 	if req.Exclusive {
 		excl = "1"
@@ -121,7 +127,8 @@ func (r *Redis) Leave(ctx context.Context, req Request) error {
 
 // Reenter runs reenter.lua.
 func (r *Redis) Reenter(ctx context.Context, it Item) (int64, error) {
-	n, err := reenterScript.Run(ctx, r.client, []string{r.layout.Lease(it.Name)}, it.Token, it.TTL.Milliseconds()).Int64()
+	keys := []string{r.layout.Lease(it.Name), r.layout.Retired(it.Name, it.op())}
+	n, err := reenterScript.Run(ctx, r.client, keys, it.Token, it.TTL.Milliseconds(), retiredFor.Milliseconds()).Int64()
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("reenter script: %w", err)
@@ -134,30 +141,31 @@ func (r *Redis) Reenter(ctx context.Context, it Item) (int64, error) {
 // Renew runs renew.lua for every item in one pipeline (go-redis splits a
 // Cluster pipeline per node, one round trip each).
 func (r *Redis) Renew(ctx context.Context, items []Item, errs []error) {
-	r.pipelined(ctx, renewScript, items, errs, func(it Item) (string, []any) {
+	r.pipelined(ctx, renewScript, items, errs, func(it Item) ([]string, []any) {
 		kind := ""
 		if it.Reentrant {
 			kind = "h"
 		}
-		return r.layout.Lease(it.Name), []any{it.Token, it.TTL.Milliseconds(), kind}
+		return []string{r.layout.Lease(it.Name)}, []any{it.Token, it.TTL.Milliseconds(), kind}
 	})
 }
 
 // Release runs release.lua for every item in one pipeline.
 func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
-	r.pipelined(ctx, releaseScript, items, errs, func(it Item) (string, []any) {
+	r.pipelined(ctx, releaseScript, items, errs, func(it Item) ([]string, []any) {
 		count := ""
 		if it.Reentrant {
 			count = strconv.Itoa(it.Count)
 		}
-		return r.layout.Lease(it.Name), []any{it.Token, r.layout.Channel(it.Name), count}
+		keys := []string{r.layout.Lease(it.Name), r.layout.Retired(it.Name, it.op())}
+		return keys, []any{it.Token, r.layout.Channel(it.Name), count, retiredFor.Milliseconds()}
 	})
 }
 
 // pipelined sends script once per item with EVALSHA in one pipeline, and
 // once more with EVAL for the items the server answered NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Each script returns 1 (done) or 0 (not held).
-func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Item, errs []error, args func(Item) (string, []any)) {
+func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Item, errs []error, args func(Item) ([]string, []any)) {
 	if len(items) != len(errs) {
 		panic("backend: len(items) != len(errs)")
 	}
@@ -165,7 +173,7 @@ func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Ite
 		return
 	}
 	cmds := make([]*redis.Cmd, len(items))
-	keys := make([]string, len(items))
+	keys := make([][]string, len(items))
 	argv := make([][]any, len(items))
 	for i, it := range items {
 		keys[i], argv[i] = args(it)
@@ -174,7 +182,7 @@ func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Ite
 	// every command carries its own, which is what we report.
 	_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range items {
-			cmds[i] = script.EvalSha(ctx, p, keys[i:i+1], argv[i]...)
+			cmds[i] = script.EvalSha(ctx, p, keys[i], argv[i]...)
 		}
 		return nil
 	})
@@ -187,7 +195,7 @@ func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Ite
 	if len(missing) > 0 {
 		_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range missing {
-				cmds[i] = script.Eval(ctx, p, keys[i:i+1], argv[i]...)
+				cmds[i] = script.Eval(ctx, p, keys[i], argv[i]...)
 			}
 			return nil
 		})

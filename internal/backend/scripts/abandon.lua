@@ -3,7 +3,7 @@
 -- its way to the server (safety property S7).
 --
 -- KEYS[1]  the lock key, P{N}
--- KEYS[2]  the abandoned request's marker, P{N}:abandoned:<token>
+-- KEYS[2]  the abandoned request's marker, P{N}:retired:<token>
 -- KEYS[3]  the fair queue, P{N}:queue
 -- KEYS[4]  the queue's expiries, P{N}:queue:expiry
 -- ARGV[1]  the abandoned request's token

@@ -5,7 +5,7 @@
 --
 -- KEYS[1]  the lock key, P{N}
 -- KEYS[2]  the fencing counter, P{N}:fence (never expires)
--- KEYS[3]  the marker abandon.lua leaves for this request, P{N}:abandoned:<token>
+-- KEYS[3]  the marker abandon.lua leaves for this request, P{N}:retired:<token>
 -- KEYS[4]  the fair queue, P{N}:queue: a sorted set of waiting tokens by arrival
 -- KEYS[5]  when each queued token is forgotten, P{N}:queue:expiry: a sorted
 --          set of tokens by server time in milliseconds

@@ -3,15 +3,23 @@
 -- must learn so, not start a new hold under its old fencing token.
 --
 -- KEYS[1]  the lock key, P{N}
+-- KEYS[2]  this re-entry's marker, P{N}:retired:<op>
 -- ARGV[1]  the owner
 -- ARGV[2]  the TTL in milliseconds (the key's TTL is never shortened)
+-- ARGV[3]  how long to remember this re-entry, in milliseconds
 --
 -- Returns  the owner's count after entering, or 0 when the owner does not
---          hold the name (nothing is touched).
+--          hold the name (nothing is touched). A copy of the request resent
+--          after a lost reply gets the first answer and adds nothing.
+local done = redis.call('GET', KEYS[2])
+if done then
+  return tonumber(done)
+end
 if redis.pcall('HEXISTS', KEYS[1], ARGV[1]) ~= 1 then
   return 0
 end
 local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
+redis.call('SET', KEYS[2], count, 'PX', ARGV[3])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end

@@ -1,10 +1,12 @@
 -- release.lua: compare-and-delete, and a word to the waiters.
 --
 -- KEYS[1]  the lock key, P{N}
+-- KEYS[2]  this release's marker, P{N}:retired:<op>
 -- ARGV[1]  a lease's token, or a reentrant lock's owner
 -- ARGV[2]  the name's release channel, P{N}:released
 -- ARGV[3]  '' for a lease; for a reentrant lock, how many entries of the
 --          owner to take back, '0' for all of them
+-- ARGV[4]  how long to remember this release, in milliseconds
 --
 -- Returns  1 when ARGV[1] held the name: a lease is deleted; a reentrant
 --            lock's owner count goes down, and at zero the owner's field goes,
@@ -12,13 +14,20 @@
 --            message is published on ARGV[2];
 --          0 when the name is free or held by another token, owner or kind:
 --            nothing is touched.
+-- A release is remembered for ARGV[4] ms: a copy a client library resends
+-- after losing the reply is answered 1 again, and neither reports "not held"
+-- for a lease it just released nor takes back a reentrant entry twice.
 -- pcall: GET or HGET on a key of another kind is an error reply, which is
 -- simply "not this holder".
+if redis.call('EXISTS', KEYS[2]) == 1 then
+  return 1
+end
 if ARGV[3] == '' then
   if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
     return 0
   end
   redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
   redis.call('PUBLISH', ARGV[2], 'released')
   return 1
 end
@@ -27,6 +36,7 @@ if type(count) ~= 'string' then
   return 0
 end
 local n = tonumber(ARGV[3])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
 if n > 0 and tonumber(count) > n then
   redis.call('HINCRBY', KEYS[1], ARGV[1], -n)
   return 1
