@@ -529,7 +529,11 @@ func (e *Election) Observe(ctx context.Context) <-chan Record {
 			sent bool
 		)
 		for {
-			rec, ttl, err := e.read(ctx)
+			// A deadline, not only ctx: go-redis ends a blocked read at a
+			// context's deadline, not at its cancellation.
+			rctx, cancel := context.WithTimeout(ctx, max(e.period, time.Second))
+			rec, ttl, err := e.read(rctx)
+			cancel()
 			if ctx.Err() != nil {
 				return
 			}
