@@ -1,0 +1,361 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+
+	"github.com/tenure-go/tenure/election"
+)
+
+// holding is what a name's keys say about it.
+type holding struct {
+	Name string `json:"name"`
+	// Kind is "lease", "reentrant" (a reentrant lock), "free", or the
+	// Redis type of a key that tenure did not write.
+	Kind string `json:"kind"`
+	// TTLms is the lock's remaining TTL in milliseconds; -1 when it has
+	// none, 0 when free.
+	TTLms int64 `json:"ttl_ms"`
+	// Fence is the name's fencing counter: the holder's fencing token
+	// while it is held (0 if the name was never held).
+	Fence int64 `json:"fence"`
+	// Owners are a reentrant lock's owners and their counts.
+	Owners map[string]int64 `json:"owners,omitempty"`
+	// Waiting is the number of waiters in the name's fair queue.
+	Waiting int64 `json:"waiting"`
+	// Leader is the elected leader, when the holder is one.
+	Leader *election.Record `json:"leader,omitempty"`
+}
+
+// inspect reads names in one pipelined round trip. A lease's token is
+// never read: it is the holder's secret.
+func inspect(ctx context.Context, c *redis.Client, prefix string, names []string) ([]holding, error) {
+	type cmds struct {
+		typ    *redis.StatusCmd
+		pttl   *redis.DurationCmd
+		fence  *redis.StringCmd
+		owners *redis.MapStringStringCmd
+		queue  *redis.IntCmd
+		record *redis.SliceCmd
+	}
+	all := make([]cmds, len(names))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, n := range names {
+			k := leaseKey(prefix, n)
+			all[i] = cmds{
+				typ:    p.Type(ctx, k),
+				pttl:   p.PTTL(ctx, k),
+				fence:  p.Get(ctx, k+":fence"),
+				owners: p.HGetAll(ctx, k),
+				queue:  p.ZCard(ctx, k+":queue"),
+				record: p.HMGet(ctx, k+":leader", "identity", "fence"),
+			}
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
+		return nil, err
+	}
+	out := make([]holding, len(names))
+	for i, n := range names {
+		cs := all[i]
+		h := holding{Name: n, Kind: cs.typ.Val(), Waiting: cs.queue.Val()}
+		h.Fence, _ = strconv.ParseInt(cs.fence.Val(), 10, 64)
+		switch h.Kind {
+		case "none":
+			h.Kind = "free"
+		case "string":
+			h.Kind = "lease"
+		case "hash":
+			h.Kind = "reentrant"
+			h.Owners = map[string]int64{}
+			for o, v := range cs.owners.Val() {
+				h.Owners[o], _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		if h.Kind != "free" {
+			h.TTLms = -1
+			if d := cs.pttl.Val(); d >= 0 {
+				h.TTLms = d.Milliseconds()
+			}
+		}
+		if v := cs.record.Val(); h.Kind == "lease" && len(v) == 2 {
+			id, _ := v[0].(string)
+			fs, _ := v[1].(string)
+			if f, err := strconv.ParseInt(fs, 10, 64); err == nil && id != "" && f == h.Fence {
+				h.Leader = &election.Record{Name: n, Identity: id, Fence: f}
+			}
+		}
+		out[i] = h
+	}
+	return out, nil
+}
+
+func (h holding) ttl() string {
+	switch {
+	case h.Kind == "free":
+		return "-"
+	case h.TTLms < 0:
+		return "none"
+	}
+	return (time.Duration(h.TTLms) * time.Millisecond).String()
+}
+
+func (h holding) holders() string {
+	var parts []string
+	if h.Kind == "reentrant" {
+		owners := make([]string, 0, len(h.Owners))
+		for o := range h.Owners {
+			owners = append(owners, o)
+		}
+		sort.Strings(owners)
+		for _, o := range owners {
+			parts = append(parts, fmt.Sprintf("%s×%d", o, h.Owners[o]))
+		}
+	}
+	if h.Leader != nil {
+		parts = append(parts, "leader "+h.Leader.Identity)
+	}
+	if h.Waiting > 0 {
+		parts = append(parts, fmt.Sprintf("%d queued", h.Waiting))
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func newStatusCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [flags] NAME",
+		Short: "Show who holds NAME: kind, TTL left, fence, reentrant counts, leader",
+		Long: `Show what holds NAME: a lease or a reentrant lock, the TTL it has left, the
+name's fencing token, a reentrant lock's owners and counts, the waiters in its
+fair queue, and the elected leader when the holder is one. A lease's token is
+never shown. The exit status is 0 whether NAME is held or free.`,
+		Example: `  tenure status nightly-report
+  tenure status --json scheduler | jq -r .leader.identity`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkName(args[0]); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
+			ctx := context.Background()
+			client, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			hs, err := inspect(ctx, client, g.prefix, args[:1])
+			if err != nil {
+				return fail(exitRedis, "reading %q: %v", args[0], err)
+			}
+			h, out := hs[0], cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, h)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintf(tw, "name\t%s\n", h.Name)
+			fmt.Fprintf(tw, "key\t%s\n", leaseKey(g.prefix, h.Name))
+			fmt.Fprintf(tw, "kind\t%s\n", h.Kind)
+			fmt.Fprintf(tw, "ttl\t%s\n", h.ttl())
+			fmt.Fprintf(tw, "fence\t%d\n", h.Fence)
+			if h.Kind == "reentrant" {
+				fmt.Fprintf(tw, "owners\t%s\n", h.holders())
+			}
+			if h.Leader != nil {
+				fmt.Fprintf(tw, "leader\t%s (term %d)\n", h.Leader.Identity, h.Leader.Fence)
+			}
+			fmt.Fprintf(tw, "queued\t%d\n", h.Waiting)
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	return cmd
+}
+
+func newListCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [flags] [PATTERN]",
+		Short: "List held names matching a glob PATTERN (default *)",
+		Long: `List every held name (lease or reentrant lock) whose name matches PATTERN, a
+Redis glob (* ? [abc]), with its kind, TTL left, fence and holders. Names are
+found with SCAN, never KEYS, so a large keyspace is walked without blocking
+Redis; a name taken or released meanwhile may or may not be listed.`,
+		Example: `  tenure list
+  tenure list 'report-*'
+  tenure list --json | jq -r '.[] | select(.kind == "reentrant") | .name'`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			pattern := "*"
+			if len(args) == 1 && args[0] != "" {
+				pattern = args[0]
+			}
+			ctx := context.Background()
+			client, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			names, err := scanNames(ctx, client, g.prefix, pattern)
+			if err != nil {
+				return fail(exitRedis, "scanning: %v", err)
+			}
+			hs := []holding{}
+			for len(names) > 0 {
+				n := min(len(names), 500)
+				batch, err := inspect(ctx, client, g.prefix, names[:n])
+				if err != nil {
+					return fail(exitRedis, "reading: %v", err)
+				}
+				for _, h := range batch {
+					if h.Kind != "free" { // released since the scan
+						hs = append(hs, h)
+					}
+				}
+				names = names[n:]
+			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				return writeJSON(out, hs)
+			}
+			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tKIND\tTTL\tFENCE\tHOLDERS")
+			for _, h := range hs {
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", h.Name, h.Kind, h.ttl(), h.Fence, h.holders())
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	return cmd
+}
+
+// scanNames finds the names whose lock keys exist and match pattern, sorted.
+func scanNames(ctx context.Context, c *redis.Client, prefix, pattern string) ([]string, error) {
+	match := escapeGlob(prefix) + "{" + pattern + "}"
+	seen := map[string]bool{}
+	var cursor uint64
+	for {
+		keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range keys {
+			if n, ok := nameFromKey(prefix, k); ok {
+				seen[n] = true
+			}
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// forceRelease deletes a name's lock whatever holds it and tells its
+// waiters, atomically; it returns what it removed.
+var forceRelease = redis.NewScript(`
+local t = redis.call('TYPE', KEYS[1]).ok
+if t == 'none' then return {t} end
+local ttl = redis.call('PTTL', KEYS[1])
+local owners = {}
+if t == 'hash' then owners = redis.call('HGETALL', KEYS[1]) end
+redis.call('DEL', KEYS[1])
+redis.call('PUBLISH', ARGV[1], 'released')
+return {t, ttl, redis.call('GET', KEYS[2]) or '0', owners}
+`)
+
+func newReleaseCmd(g *globals) *cobra.Command {
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "release --force NAME",
+		Short: "Take NAME from whoever holds it (operators only)",
+		Long: `Delete the lease or reentrant lock on NAME, whoever holds it, and publish on the
+name's release channel so that waiters take it at once. It prints what it
+removed. The holder learns of the loss at its next renewal and stops (a
+"tenure run" holder stops its command and exits 77). The fencing counter is
+kept, so the next holder's fence is still larger than every earlier one.
+
+--force is required: this breaks the holder's mutual exclusion on purpose.`,
+		Example: `  tenure release --force nightly-report`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if !force {
+				return fail(exitUsage, "release takes %q from whoever holds it: say --force", name)
+			}
+			if err := checkName(name); err != nil {
+				return fail(exitUsage, "%v", err)
+			}
+			ctx := context.Background()
+			client, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			defer client.Close()
+			k := leaseKey(g.prefix, name)
+			res, err := forceRelease.Run(ctx, client, []string{k, k + ":fence"}, k+":released").Slice()
+			if err != nil {
+				return fail(exitRedis, "releasing %q: %v", name, err)
+			}
+			out := cmd.OutOrStdout()
+			if t, _ := res[0].(string); t == "none" {
+				fmt.Fprintf(out, "%q was not held; nothing removed\n", name)
+				return nil
+			}
+			return printRemoved(out, name, k, res)
+		},
+	}
+	cmd.Flags().BoolVar(&force, "force", false, "really take the name from its holder")
+	return cmd
+}
+
+func printRemoved(out io.Writer, name, key string, res []any) error {
+	t, _ := res[0].(string)
+	ttl, _ := res[1].(int64)
+	fence, _ := res[2].(string)
+	left := "no TTL"
+	if ttl >= 0 {
+		left = (time.Duration(ttl) * time.Millisecond).String() + " left"
+	}
+	switch t {
+	case "string":
+		fmt.Fprintf(out, "removed the lease on %q (%s, fence %s, %s); waiters notified\n", name, key, fence, left)
+	case "hash":
+		pairs, _ := res[3].([]any)
+		var owners []string
+		for i := 0; i+1 < len(pairs); i += 2 {
+			owners = append(owners, fmt.Sprintf("%v×%v", pairs[i], pairs[i+1]))
+		}
+		fmt.Fprintf(out, "removed the reentrant lock on %q (%s, fence %s, %s) held by %s; waiters notified\n",
+			name, key, fence, left, strings.Join(owners, ", "))
+	default:
+		fmt.Fprintf(out, "removed a %s at %s (%s), which tenure did not write; waiters notified\n", t, key, left)
+	}
+	return nil
+}

@@ -1,0 +1,441 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/reentrant"
+)
+
+// bin is the tenure binary built once for the tests; srv is their Redis.
+var (
+	bin string
+	srv *redistest.Server
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(testMain(m))
+}
+
+func testMain(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "tenure-cli-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(dir)
+	bin = filepath.Join(dir, "tenure")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building tenure: %v\n%s", err, out)
+		return 1
+	}
+	srv, err = redistest.StartServer(redistest.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	code := m.Run()
+	_ = srv.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
+}
+
+// tenure returns the command for the built binary against the test server.
+func tenure(args ...string) *exec.Cmd {
+	c := exec.Command(bin, args...)
+	c.Env = append(os.Environ(), "REDIS_URL="+srv.URL())
+	return c
+}
+
+// result runs c and returns its exit status and output.
+func result(t *testing.T, c *exec.Cmd) (int, string, string) {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	c.Stdout, c.Stderr = &out, &errOut
+	err := c.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("running %v: %v", c.Args, err)
+	}
+	return c.ProcessState.ExitCode(), out.String(), errOut.String()
+}
+
+func client(t *testing.T) *redis.Client { return srv.Client(t) }
+
+func TestExitStatuses(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	if err := c.Set(ctx, "tenure:{busy}", "someone-else", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Del(ctx, "tenure:{busy}") })
+	for _, tc := range []struct {
+		what   string
+		args   []string
+		status int
+		stderr string
+	}{
+		{"the command's status", []string{"run", "s1", "--", "sh", "-c", "exit 7"}, 7, ""},
+		{"success", []string{"run", "s1", "--", "true"}, 0, ""},
+		{"killed by a signal", []string{"run", "s1", "--", "sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
+		{"not found", []string{"run", "s1", "--", "no-such-command-here"}, exitNoCmd, "not found"},
+		{"no command", []string{"run", "s1"}, exitUsage, "NAME -- COMMAND"},
+		{"no dash", []string{"run", "s1", "true"}, exitUsage, "NAME -- COMMAND"},
+		{"bad flag", []string{"run", "--nope", "s1", "--", "true"}, exitUsage, "unknown flag"},
+		{"bad duration", []string{"run", "--wait", "soon", "s1", "--", "true"}, exitUsage, "not a duration"},
+		{"short ttl", []string{"run", "--ttl", "1ms", "s1", "--", "true"}, exitUsage, "below the minimum"},
+		{"bad name", []string{"run", "}x", "--", "true"}, exitUsage, "starts with"},
+		{"unknown command", []string{"frobnicate"}, exitUsage, "unknown command"},
+		{"release without --force", []string{"release", "s1"}, exitUsage, "--force"},
+		{"bad redis URL", []string{"--redis", "http://x", "status", "s1"}, exitUsage, "redis URL"},
+		{"redis unreachable", []string{"--redis", "redis://127.0.0.1:1", "run", "s1", "--", "true"}, exitRedis, "127.0.0.1:1"},
+		{"wait runs out", []string{"run", "--wait", "200ms", "busy", "--", "true"}, exitTimeout, "not acquired"},
+		{"one attempt", []string{"run", "--wait", "0", "busy", "--", "true"}, exitTimeout, "not acquired"},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			code, _, stderr := result(t, tenure(tc.args...))
+			if code != tc.status {
+				t.Errorf("status %d, want %d; stderr: %s", code, tc.status, stderr)
+			}
+			if !strings.Contains(stderr, tc.stderr) {
+				t.Errorf("stderr %q does not mention %q", stderr, tc.stderr)
+			}
+			if n := strings.Count(stderr, "\n"); code != 0 && tc.stderr != "" && n != 1 {
+				t.Errorf("stderr has %d lines, want one: %q", n, stderr)
+			}
+		})
+	}
+	if n, _ := c.Exists(ctx, "tenure:{s1}").Result(); n != 0 {
+		t.Error("a run left its lease held")
+	}
+}
+
+// TestRunNoOverlap: two tenure processes on one name, each running the
+// command several times; the command's start and end lines never overlap
+// and the fences grow.
+func TestRunNoOverlap(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "log")
+	script := `echo "start $(date +%s%N) $TENURE_FENCE $TENURE_NAME" >> "$1"; sleep 0.15; echo "end $(date +%s%N)" >> "$1"`
+	var wg sync.WaitGroup
+	for range 2 {
+		wg.Go(func() {
+			for range 3 {
+				code, _, stderr := result(t, tenure("run", "--ttl", "2s", "overlap", "--", "sh", "-c", script, "sh", file))
+				if code != 0 {
+					t.Errorf("status %d: %s", code, stderr)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(lines) != 12 {
+		t.Fatalf("%d lines, want 12:\n%s", len(lines), data)
+	}
+	var lastEnd, lastFence int64
+	for i := 0; i < len(lines); i += 2 {
+		s, e := strings.Fields(lines[i]), strings.Fields(lines[i+1])
+		if len(s) != 4 || s[0] != "start" || len(e) != 2 || e[0] != "end" || s[3] != "overlap" {
+			t.Fatalf("runs overlap or a line is malformed at line %d:\n%s", i+1, data)
+		}
+		start, _ := strconv.ParseInt(s[1], 10, 64)
+		end, _ := strconv.ParseInt(e[1], 10, 64)
+		fence, _ := strconv.ParseInt(s[2], 10, 64)
+		if start < lastEnd || end < start {
+			t.Errorf("run %d started at %d, before the previous ended at %d", i/2, start, lastEnd)
+		}
+		if fence <= lastFence {
+			t.Errorf("run %d has fence %d after %d", i/2, fence, lastFence)
+		}
+		lastEnd, lastFence = end, fence
+	}
+}
+
+// waitFile waits until path has at least n lines, and returns them.
+func waitFile(t *testing.T, path string, n int, within time.Duration) []string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		data, _ := os.ReadFile(path)
+		lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+		if len(data) > 0 && len(lines) >= n {
+			return lines
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has %q after %v, want %d lines", path, data, within, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// exitOf waits for a started command and returns its status.
+func exitOf(t *testing.T, c *exec.Cmd, within time.Duration) int {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { _ = c.Wait(); close(done) }()
+	select {
+	case <-done:
+		return c.ProcessState.ExitCode()
+	case <-time.After(within):
+		_ = c.Process.Kill()
+		<-done
+		t.Fatalf("%v still running after %v", c.Args, within)
+		return -1
+	}
+}
+
+// TestLostLeaseStopsCommand: overwriting the key makes tenure stop a
+// command that ignores SIGTERM with SIGKILL after the grace period, its
+// whole process group with it, and exit 77.
+func TestLostLeaseStopsCommand(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	cmd := tenure("run", "--ttl", "300ms", "--grace", "400ms", "lost", "--",
+		"sh", "-c", `trap "" TERM; echo $$ > "$1"; sleep 30`, "sh", pidFile)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(waitFile(t, pidFile, 1, 5*time.Second)[0])
+	if err := c.Set(ctx, "tenure:{lost}", "intruder", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Del(ctx, "tenure:{lost}") })
+	at := time.Now()
+	code := exitOf(t, cmd, 5*time.Second)
+	took := time.Since(at)
+	if code != exitLost {
+		t.Errorf("status %d, want %d; stderr: %s", code, exitLost, stderr.String())
+	}
+	// A renewal (every 100ms) finds the loss, then 400ms of grace.
+	if took < 400*time.Millisecond || took > 400*time.Millisecond+time.Second {
+		t.Errorf("tenure exited %v after the takeover; want the grace period and little more", took)
+	}
+	if live := liveInGroup(pid); len(live) > 0 {
+		t.Errorf("the command's process group still has live processes: %v", live)
+	}
+	if v, _ := c.Get(ctx, "tenure:{lost}").Result(); v != "intruder" {
+		t.Errorf("the new holder's key is %q", v)
+	}
+	t.Logf("stderr: %s; exited %v after the takeover", stderr.String(), took)
+}
+
+// TestSignalPassedOn: SIGTERM to tenure reaches the command, whose status
+// tenure exits with, and the lease is released.
+func TestSignalPassedOn(t *testing.T) {
+	c := client(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := tenure("run", "sig", "--", "sh", "-c", `trap "exit 42" TERM; echo up > "$1"; while :; do sleep 0.05; done`, "sh", ready)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, ready, 1, 5*time.Second)
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(t, cmd, 5*time.Second); code != 42 {
+		t.Errorf("status %d, want the command's 42", code)
+	}
+	if n, _ := c.Exists(context.Background(), "tenure:{sig}").Result(); n != 0 {
+		t.Error("the lease is still held")
+	}
+}
+
+func TestStatusListRelease(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	m, err := lease.New(c, lease.WithLogger(quietLogger()), lease.WithTTL(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	l, err := m.Acquire(ctx, "inspect-lease")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lk := reentrant.New(m)
+	rctx := reentrant.WithOwner(ctx, "job-7")
+	r1, err := lk.Lock(rctx, "inspect-reentrant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := lk.Lock(r1.Context(), "inspect-reentrant")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r1.Unlock(ctx)
+	defer r2.Unlock(ctx)
+
+	code, out, stderr := result(t, tenure("list", "--json", "inspect-*"))
+	if code != 0 {
+		t.Fatalf("list: %d %s", code, stderr)
+	}
+	var hs []holding
+	if err := json.Unmarshal([]byte(out), &hs); err != nil {
+		t.Fatalf("list --json: %v\n%s", err, out)
+	}
+	if len(hs) != 2 || hs[0].Name != "inspect-lease" || hs[1].Name != "inspect-reentrant" {
+		t.Fatalf("list: %+v", hs)
+	}
+	if h := hs[0]; h.Kind != "lease" || h.Fence != l.Fence() || h.TTLms <= 0 || h.TTLms > 1000 {
+		t.Errorf("lease: %+v (fence %d)", h, l.Fence())
+	}
+	if h := hs[1]; h.Kind != "reentrant" || h.Owners["job-7"] != 2 {
+		t.Errorf("reentrant lock: %+v", h)
+	}
+	if strings.Contains(out, l.Token()) {
+		t.Error("list shows the lease's token")
+	}
+	code, out, _ = result(t, tenure("list", "inspect-*"))
+	if code != 0 || !strings.Contains(out, "inspect-reentrant") || !strings.Contains(out, "job-7×2") {
+		t.Errorf("list text: %d\n%s", code, out)
+	}
+	code, out, _ = result(t, tenure("status", "inspect-lease"))
+	if code != 0 || !strings.Contains(out, "kind    lease") || !strings.Contains(out, strconv.FormatInt(l.Fence(), 10)) {
+		t.Errorf("status: %d\n%s", code, out)
+	}
+	code, out, _ = result(t, tenure("status", "--json", "nobody-holds-this"))
+	if code != 0 || !strings.Contains(out, `"kind": "free"`) {
+		t.Errorf("status of a free name: %d\n%s", code, out)
+	}
+
+	// release --force removes the lease and tells the waiters.
+	ps := c.Subscribe(ctx, "tenure:{inspect-lease}:released")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = result(t, tenure("release", "--force", "inspect-lease"))
+	if code != 0 || !strings.Contains(out, `removed the lease on "inspect-lease"`) {
+		t.Errorf("release: %d %q %q", code, out, stderr)
+	}
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if _, err := ps.ReceiveMessage(mctx); err != nil {
+		t.Errorf("no release message: %v", err)
+	}
+	select {
+	case <-l.Done():
+	case <-time.After(15 * time.Second):
+		t.Error("the holder did not learn of the loss")
+	}
+	code, out, _ = result(t, tenure("release", "--force", "inspect-lease"))
+	if code != 0 || !strings.Contains(out, "nothing removed") {
+		t.Errorf("second release: %d %q", code, out)
+	}
+	code, out, _ = result(t, tenure("release", "--force", "inspect-reentrant"))
+	if code != 0 || !strings.Contains(out, "job-7×2") {
+		t.Errorf("release of the reentrant lock: %d %q", code, out)
+	}
+}
+
+// TestElect: of two "tenure elect", one runs its command; when it ends (a
+// signal), the other takes over at once; when the second loses the lease,
+// its command is stopped and it exits 77.
+func TestElect(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "terms")
+	script := `echo "$TENURE_IDENTITY $TENURE_FENCE" >> "$1"; trap "exit 0" TERM; while :; do sleep 0.05; done`
+	procs := map[string]*exec.Cmd{}
+	for _, id := range []string{"A", "B"} {
+		cmd := tenure("elect", "--ttl", "1s", "--grace", "1s", "--identity", id, "sched", "--", "sh", "-c", script, "sh", file)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[id] = cmd
+		t.Cleanup(func() {
+			if cmd.ProcessState == nil {
+				_ = cmd.Process.Kill()
+				_ = cmd.Wait()
+			}
+		})
+	}
+	first := strings.Fields(waitFile(t, file, 1, 5*time.Second)[0])
+	code, out, _ := result(t, tenure("status", "--json", "sched"))
+	var h holding
+	if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil || h.Leader == nil || h.Leader.Identity != first[0] ||
+		strconv.FormatInt(h.Leader.Fence, 10) != first[1] {
+		t.Fatalf("status of the election: %d %v %s", code, err, out)
+	}
+	leader := procs[first[0]]
+	other := "B"
+	if first[0] == "B" {
+		other = "A"
+	}
+	at := time.Now()
+	_ = leader.Process.Signal(syscall.SIGTERM)
+	if code := exitOf(t, leader, 5*time.Second); code != 0 {
+		t.Errorf("the first leader exited %d, want its command's 0", code)
+	}
+	second := strings.Fields(waitFile(t, file, 2, 5*time.Second)[1])
+	if second[0] != other || second[1] <= first[1] {
+		t.Errorf("second term %v after %v", second, first)
+	}
+	if d := time.Since(at); d > time.Second {
+		t.Errorf("the handover took %v", d)
+	}
+	if err := c.Del(ctx, "tenure:{sched}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(t, procs[other], 5*time.Second); code != exitLost {
+		t.Errorf("the second leader exited %d after losing the lease, want %d", code, exitLost)
+	}
+}
+
+func quietLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// liveInGroup lists the processes of group pgid that are neither gone nor
+// zombies (an orphan may wait for a reaper that a container lacks).
+func liveInGroup(pgid int) []string {
+	if syscall.Kill(-pgid, 0) != nil {
+		return nil
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var live []string
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces, so split after ')'.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) >= 3 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" {
+			live = append(live, p+": "+f[0])
+		}
+	}
+	return live
+}

@@ -1,0 +1,575 @@
+package election
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Defaults.
+const (
+	// DefaultTTL is the TTL of the leadership lease: a leader that dies
+	// without letting go is replaced within it.
+	DefaultTTL = 15 * time.Second
+	// DefaultRetryPeriod is the pause after a campaign attempt that failed
+	// on a Redis error, and the longest an observer goes without looking.
+	DefaultRetryPeriod = time.Second
+	// MaxIdentityLen is the longest identity accepted, in bytes.
+	MaxIdentityLen = 1024
+)
+
+// Errors for errors.Is.
+var (
+	// ErrInvalidConfig: a Config or Callbacks value is missing or out of
+	// range. The error says which.
+	ErrInvalidConfig = errors.New("tenure: invalid election config")
+	// ErrNoLeader: Leader found no current leader.
+	ErrNoLeader = errors.New("tenure: no leader")
+	// ErrResigned is the cause of a leading context ended by Resign.
+	ErrResigned = errors.New("tenure: resigned")
+	// ErrRunning: Run was called while another Run of the same Election
+	// was campaigning.
+	ErrRunning = errors.New("tenure: election already running")
+)
+
+// Config configures an Election. Client and Name are required; Manager and
+// Identity are required by Run (an Election without them can only observe:
+// Leader and Observe).
+type Config struct {
+	// Manager holds the leadership lease; its watchdog renews it.
+	Manager *lease.Manager
+	// Client is the Redis client the Manager was made with: Leader and
+	// Observe read the leader record through it, and Observe subscribes
+	// to the change messages on it.
+	Client redis.UniversalClient
+	// KeyPrefix is the Manager's key prefix (lease.WithKeyPrefix); empty
+	// means lease.DefaultKeyPrefix. It must match the Manager's, or
+	// readers look at the wrong keys.
+	KeyPrefix string
+	// Name is what the candidates campaign for: the lease's name.
+	Name string
+	// Identity names this candidate in the leader record (a host name, a
+	// pod name): at most MaxIdentityLen bytes of UTF-8. Unlike the lease's
+	// token it is public, and need not be unique, but observers cannot
+	// tell apart candidates that share one.
+	Identity string
+	// TTL is the leadership lease's TTL (default DefaultTTL): a leader
+	// that dies is replaced within it, and one cut off from Redis stops
+	// leading within it. The Manager renews the lease every TTL/3 unless
+	// its renewal interval says otherwise.
+	TTL time.Duration
+	// RetryPeriod is the pause after a campaign attempt that failed on a
+	// Redis error, and the longest an observer goes without reading the
+	// record (default DefaultRetryPeriod).
+	RetryPeriod time.Duration
+}
+
+// Callbacks are what Run calls as leadership comes and goes.
+type Callbacks struct {
+	// OnStartedLeading is called, in a goroutine of its own, when this
+	// candidate becomes leader, with the leading context: cancelled when
+	// leadership ends, with cause lease.ErrLost (the lease was lost),
+	// ErrResigned, lease.ErrClosed, or the cause of Run's context. Leading
+	// returns this term's Record from it. Leadership does not end when it
+	// returns, but Run waits for it to return before the lease is
+	// released: return promptly once ctx is done. Required.
+	OnStartedLeading func(ctx context.Context)
+	// OnStoppedLeading is called when a term of this candidate has ended:
+	// OnStartedLeading has returned and the lease was released. Optional.
+	OnStoppedLeading func()
+	// OnNewLeader is called with the identity of every new leader that is
+	// observed while Run runs, this candidate included, once per term
+	// (a re-elected leader is reported again). It is called from one
+	// goroutine, in order; a slow callback makes it skip terms, not
+	// queue them. Optional.
+	OnNewLeader func(identity string)
+}
+
+// A Record is a leadership term: who leads and its fencing token. The zero
+// Record means no leader.
+type Record struct {
+	// Name is the name campaigned for.
+	Name string `json:"name"`
+	// Identity is the leader's Config.Identity.
+	Identity string `json:"identity"`
+	// Fence is the term: the fencing token of the leader's lease, greater
+	// than every earlier term's.
+	Fence int64 `json:"fence"`
+}
+
+// An Election campaigns for a name on behalf of one candidate, and reads
+// who leads it. It is safe for concurrent use; one Run at a time.
+type Election struct {
+	cfg    Config
+	keys   keys
+	ttl    time.Duration
+	period time.Duration
+
+	mu      sync.Mutex
+	running bool
+	resign  chan struct{} // closed by Resign: the running campaign stops
+	term    *term         // the current term, if leading
+	stopped chan struct{} // closed when the running Run returns
+}
+
+// term is one leadership of this candidate.
+type term struct {
+	rec      Record
+	cancel   context.CancelCauseFunc
+	released chan struct{} // closed when the term's clean-up is done
+}
+
+// keys are the Redis keys and channels of one name.
+type keys struct {
+	lease, fence, record string
+	changed, released    string
+	prefix               string
+}
+
+func newKeys(prefix, name string) keys {
+	base := prefix + "{" + name + "}"
+	return keys{
+		lease:    base,
+		fence:    base + ":fence",
+		record:   base + ":leader",
+		changed:  base + ":leader:changed",
+		released: base + ":released",
+		prefix:   prefix,
+	}
+}
+
+// New validates cfg and returns an Election. It makes no round trip.
+func New(cfg Config) (*Election, error) {
+	if cfg.Client == nil {
+		return nil, fmt.Errorf("%w: Client is nil", ErrInvalidConfig)
+	}
+	if err := checkName(cfg.Name); err != nil {
+		return nil, err
+	}
+	if len(cfg.Identity) > MaxIdentityLen {
+		return nil, fmt.Errorf("%w: Identity is %d bytes, over the %d-byte limit", ErrInvalidConfig, len(cfg.Identity), MaxIdentityLen)
+	}
+	if !utf8.ValidString(cfg.Identity) {
+		return nil, fmt.Errorf("%w: Identity is not valid UTF-8", ErrInvalidConfig)
+	}
+	if strings.ContainsAny(cfg.KeyPrefix, "{}") || !utf8.ValidString(cfg.KeyPrefix) {
+		return nil, fmt.Errorf("%w: KeyPrefix %q contains a brace or is not UTF-8", ErrInvalidConfig, cfg.KeyPrefix)
+	}
+	if cfg.TTL < 0 || (cfg.TTL > 0 && cfg.TTL < lease.MinTTL) {
+		return nil, fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalidConfig, cfg.TTL, lease.MinTTL)
+	}
+	if cfg.RetryPeriod < 0 {
+		return nil, fmt.Errorf("%w: RetryPeriod %v is negative", ErrInvalidConfig, cfg.RetryPeriod)
+	}
+	prefix := cfg.KeyPrefix
+	if prefix == "" {
+		prefix = lease.DefaultKeyPrefix
+	}
+	e := &Election{cfg: cfg, keys: newKeys(prefix, cfg.Name), ttl: cfg.TTL, period: cfg.RetryPeriod}
+	if e.ttl == 0 {
+		e.ttl = DefaultTTL
+	}
+	if e.period == 0 {
+		e.period = DefaultRetryPeriod
+	}
+	return e, nil
+}
+
+// checkName applies lease's rules for names, so that a bad one is an error
+// from New rather than from the first campaign.
+func checkName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty Name", ErrInvalidConfig)
+	case len(name) > lease.MaxNameLen:
+		return fmt.Errorf("%w: Name is %d bytes, over the %d-byte limit", ErrInvalidConfig, len(name), lease.MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: Name %q is not valid UTF-8", ErrInvalidConfig, name)
+	case name[0] == '}':
+		return fmt.Errorf("%w: Name %q starts with '}'", ErrInvalidConfig, name)
+	}
+	return nil
+}
+
+// Name returns the name campaigned for.
+func (e *Election) Name() string { return e.cfg.Name }
+
+// Identity returns this candidate's identity.
+func (e *Election) Identity() string { return e.cfg.Identity }
+
+type leadingKey struct{}
+
+type leadingValue struct {
+	e   *Election
+	rec Record
+}
+
+// Leading returns the Record of the term whose leading context ctx is (or
+// derives from), and false for any other context.
+func Leading(ctx context.Context) (Record, bool) {
+	v, ok := ctx.Value(leadingKey{}).(leadingValue)
+	return v.rec, ok
+}
+
+// Run campaigns for the name until ctx ends or Resign is called, leading
+// whenever it wins (see the package documentation for the order of events).
+// It returns nil after Resign, the cause of ctx when ctx ended, and an
+// error wrapping lease.ErrClosed when the Manager was closed. A Redis error
+// while campaigning is retried after RetryPeriod; a lost leadership is
+// followed by a new campaign.
+func (e *Election) Run(ctx context.Context, cb Callbacks) error {
+	if e.cfg.Manager == nil {
+		return fmt.Errorf("%w: Run needs a Manager", ErrInvalidConfig)
+	}
+	if e.cfg.Identity == "" {
+		return fmt.Errorf("%w: Run needs an Identity", ErrInvalidConfig)
+	}
+	if cb.OnStartedLeading == nil {
+		return fmt.Errorf("%w: OnStartedLeading is nil", ErrInvalidConfig)
+	}
+	e.mu.Lock()
+	if e.running {
+		e.mu.Unlock()
+		return ErrRunning
+	}
+	e.running = true
+	resign := make(chan struct{})
+	e.resign = resign
+	e.stopped = make(chan struct{})
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.running = false
+		close(e.stopped)
+		e.mu.Unlock()
+	}()
+
+	if cb.OnNewLeader != nil {
+		octx, stop := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			var last int64
+			for rec := range e.Observe(octx) {
+				if rec.Fence != 0 && rec.Fence != last {
+					last = rec.Fence
+					cb.OnNewLeader(rec.Identity)
+				}
+			}
+		})
+		defer wg.Wait()
+		defer stop()
+	}
+
+	// The campaign's context ends with ctx or at Resign.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-resign:
+			cancel(ErrResigned)
+		case <-cctx.Done():
+		}
+	}()
+	for {
+		if err := e.stop(ctx, cctx); err != nil || cctx.Err() != nil {
+			return err
+		}
+		l, err := e.cfg.Manager.Acquire(cctx, e.cfg.Name, lease.WithTTL(e.ttl))
+		if err != nil {
+			if errors.Is(err, lease.ErrClosed) {
+				return err
+			}
+			if cctx.Err() != nil {
+				return e.stop(ctx, cctx)
+			}
+			if errors.Is(err, lease.ErrInvalidOption) || errors.Is(err, lease.ErrInvalidName) {
+				return err
+			}
+			if !sleep(cctx, e.period) {
+				return e.stop(ctx, cctx)
+			}
+			continue
+		}
+		if err := e.lead(cctx, l, cb); err != nil {
+			if errors.Is(err, lease.ErrClosed) {
+				return err
+			}
+			if !sleep(cctx, e.period) {
+				return e.stop(ctx, cctx)
+			}
+		}
+	}
+}
+
+// stop is what Run returns once its campaign context cctx has ended: nil
+// after Resign, else ctx's cause.
+func (e *Election) stop(ctx, cctx context.Context) error {
+	if cctx.Err() == nil {
+		return nil
+	}
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return nil // resigned
+}
+
+// lead is one term: it writes the record, runs OnStartedLeading until the
+// leading context ends, then cleans up. It returns an error when the term
+// could not begin (the record could not be written) or the manager closed.
+func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) error {
+	rec := Record{Name: e.cfg.Name, Identity: e.cfg.Identity, Fence: l.Fence()}
+	lctx, cancel := context.WithCancelCause(context.WithValue(l.Context(), leadingKey{}, leadingValue{e, rec}))
+	stopAfter := context.AfterFunc(cctx, func() { cancel(context.Cause(cctx)) })
+	defer stopAfter()
+	t := &term{rec: rec, cancel: cancel, released: make(chan struct{})}
+	defer close(t.released)
+	e.mu.Lock()
+	e.term = t // from now on Resign waits for the term's end
+	e.mu.Unlock()
+	defer func() {
+		e.mu.Lock()
+		e.term = nil
+		e.mu.Unlock()
+	}()
+
+	// Write the record while the lease holds the name, and tell observers.
+	wctx, wcancel := context.WithTimeout(lctx, e.opTimeout())
+	_, err := l.Exec(wctx, func(p redis.Pipeliner) error {
+		p.HSet(wctx, e.keys.record, "identity", rec.Identity, "fence", rec.Fence)
+		p.Publish(wctx, e.keys.changed, rec.Fence)
+		return nil
+	})
+	wcancel()
+	if err != nil {
+		cancel(err)
+		e.release(l, false)
+		if cause := context.Cause(lctx); errors.Is(cause, lease.ErrClosed) {
+			return cause
+		}
+		return fmt.Errorf("tenure: election %q: writing the leader record: %w", e.cfg.Name, err)
+	}
+
+	if lctx.Err() != nil {
+		// Ended (resigned, lost) while the record was written: this term
+		// never began.
+		e.release(l, true)
+		return nil
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		cb.OnStartedLeading(lctx)
+	}()
+	<-lctx.Done()
+	<-done
+	e.release(l, true)
+	if cb.OnStoppedLeading != nil {
+		cb.OnStoppedLeading()
+	}
+	if cause := context.Cause(lctx); errors.Is(cause, lease.ErrClosed) {
+		return cause
+	}
+	return nil
+}
+
+// release ends a term on the server: the record goes (while the lease still
+// holds the name, so a successor's record is never touched), then the
+// lease, whose release wakes the waiting candidates.
+func (e *Election) release(l *lease.Lease, wrote bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), e.opTimeout())
+	defer cancel()
+	if wrote && l.Err() == nil {
+		_, _ = l.Exec(ctx, func(p redis.Pipeliner) error {
+			p.Del(ctx, e.keys.record)
+			return nil
+		})
+	}
+	_ = l.Release(ctx)
+}
+
+// opTimeout bounds the round trips a term makes on its own: no longer than
+// the TTL, after which the lease is gone anyway.
+func (e *Election) opTimeout() time.Duration {
+	return min(5*time.Second, e.ttl)
+}
+
+// Resign gives up leadership and stops the campaign: Run returns nil once
+// the current term, if any, has ended. The leading context is cancelled
+// with cause ErrResigned; Resign then waits, until ctx ends, for
+// OnStartedLeading to return and the lease to be released, so that the next
+// candidate can lead when Resign returns. Called with the leading context
+// (from inside OnStartedLeading) it does not wait, since the release waits
+// for that callback. Resign when not campaigning does nothing.
+func (e *Election) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	if !e.running {
+		e.mu.Unlock()
+		return nil
+	}
+	select {
+	case <-e.resign:
+	default:
+		close(e.resign)
+	}
+	t := e.term
+	e.mu.Unlock()
+	if t == nil {
+		return nil
+	}
+	t.cancel(ErrResigned)
+	if v, ok := ctx.Value(leadingKey{}).(leadingValue); ok && v.e == e && v.rec == t.rec {
+		return nil
+	}
+	select {
+	case <-t.released:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// Leader returns the current leader, or an error wrapping ErrNoLeader when
+// there is none (or the new one has not written its record yet).
+func (e *Election) Leader(ctx context.Context) (Record, error) {
+	rec, _, err := e.read(ctx)
+	if err != nil {
+		return Record{}, err
+	}
+	if rec.Fence == 0 {
+		return Record{}, fmt.Errorf("%w for %q", ErrNoLeader, e.cfg.Name)
+	}
+	return rec, nil
+}
+
+// read returns the valid leader record (zero if none) and the lease key's
+// remaining TTL (negative if unknown), in one MULTI/EXEC.
+func (e *Election) read(ctx context.Context) (Record, time.Duration, error) {
+	return ReadLeader(ctx, e.cfg.Client, e.keys.prefix, e.cfg.Name)
+}
+
+// ReadLeader reads the leader record of name under prefix ("" for
+// lease.DefaultKeyPrefix), validated against the live lease as Leader does,
+// with the lease key's remaining TTL (negative when the key has none or is
+// missing). A zero Record means no leader. It is for tools that watch
+// elections without taking part (the tenure command's status).
+func ReadLeader(ctx context.Context, c redis.UniversalClient, prefix, name string) (Record, time.Duration, error) {
+	if prefix == "" {
+		prefix = lease.DefaultKeyPrefix
+	}
+	k := newKeys(prefix, name)
+	var (
+		rec   *redis.SliceCmd
+		fence *redis.StringCmd
+		typ   *redis.StatusCmd
+		pttl  *redis.DurationCmd
+	)
+	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		rec = p.HMGet(ctx, k.record, "identity", "fence")
+		fence = p.Get(ctx, k.fence)
+		typ = p.Type(ctx, k.lease)
+		pttl = p.PTTL(ctx, k.lease)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return Record{}, -1, fmt.Errorf("tenure: reading the leader of %q: %w", name, err)
+	}
+	ttl := pttl.Val()
+	if ttl < 0 {
+		ttl = -1
+	}
+	vals := rec.Val()
+	if typ.Val() != "string" || len(vals) != 2 {
+		return Record{}, ttl, nil
+	}
+	id, _ := vals[0].(string)
+	fs, _ := vals[1].(string)
+	f, err := strconv.ParseInt(fs, 10, 64)
+	if err != nil || id == "" || fs != fence.Val() {
+		return Record{}, ttl, nil
+	}
+	return Record{Name: name, Identity: id, Fence: f}, ttl, nil
+}
+
+// Observe returns a channel that receives the current leader at once, then
+// every change: a new leader's Record, or the zero Record when the name is
+// left without one. It is closed when ctx ends. Observe holds a pub/sub
+// connection of its own while ctx lasts. A receiver that is slow misses
+// intermediate terms; it always gets the latest. During a Redis outage it
+// receives nothing new.
+func (e *Election) Observe(ctx context.Context) <-chan Record {
+	ch := make(chan Record)
+	go func() {
+		defer close(ch)
+		ps := e.cfg.Client.Subscribe(ctx, e.keys.changed, e.keys.released)
+		defer ps.Close()
+		// Wait for both subscriptions, so that no change after the first
+		// read goes unheard (a failure leaves the polling to catch up).
+		for range 2 {
+			sctx, cancel := context.WithTimeout(ctx, e.period)
+			_, err := ps.Receive(sctx)
+			cancel()
+			if err != nil {
+				break
+			}
+		}
+		msgs := ps.Channel()
+		timer := time.NewTimer(e.period)
+		defer timer.Stop()
+		var (
+			last Record
+			sent bool
+		)
+		for {
+			// A deadline, not only ctx: go-redis ends a blocked read at a
+			// context's deadline, not at its cancellation.
+			rctx, cancel := context.WithTimeout(ctx, max(e.period, time.Second))
+			rec, ttl, err := e.read(rctx)
+			cancel()
+			if ctx.Err() != nil {
+				return
+			}
+			if err == nil && (!sent || rec != last) {
+				select {
+				case ch <- rec:
+				case <-ctx.Done():
+					return
+				}
+				last, sent = rec, true
+			}
+			wait := e.period
+			if err == nil && ttl >= 0 && ttl+time.Millisecond < wait {
+				// The holder may die: look again when its key expires.
+				wait = ttl + time.Millisecond
+			}
+			timer.Reset(wait)
+			select {
+			case <-msgs:
+			case <-timer.C:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

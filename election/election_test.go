@@ -1,0 +1,371 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+func TestMain(m *testing.M) {
+	// The example talks to a server of the test binary's own.
+	srv, err := redistest.StartServer(redistest.Config{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	redisAddr = srv.Addr()
+	code := m.Run()
+	_ = srv.Stop()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+// candidate is one campaigning Election with its own manager, recording
+// when its terms start and end.
+type candidate struct {
+	id     string
+	m      *lease.Manager
+	e      *election.Election
+	cancel context.CancelFunc
+	done   chan error
+
+	mu      sync.Mutex
+	started []time.Time
+	ended   []time.Time // when each leading context was cancelled
+	causes  []error
+	fences  []int64
+	leaders []string // OnNewLeader
+}
+
+func newCandidate(t *testing.T, client redis.UniversalClient, name, id string, ttl time.Duration) *candidate {
+	t.Helper()
+	m, err := lease.New(client, lease.WithLogger(quiet), lease.WithOpTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	e, err := election.New(election.Config{Manager: m, Client: client, Name: name, Identity: id, TTL: ttl, RetryPeriod: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &candidate{id: id, m: m, e: e}
+}
+
+func (c *candidate) run(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c.cancel, c.done = cancel, make(chan error, 1)
+	go func() {
+		c.done <- c.e.Run(ctx, election.Callbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				rec, ok := election.Leading(ctx)
+				if !ok || rec.Identity != c.id {
+					t.Errorf("%s: Leading(ctx) = %+v, %v", c.id, rec, ok)
+				}
+				c.mu.Lock()
+				c.started = append(c.started, time.Now())
+				c.fences = append(c.fences, rec.Fence)
+				c.mu.Unlock()
+				<-ctx.Done()
+				at := time.Now()
+				c.mu.Lock()
+				c.ended = append(c.ended, at)
+				c.causes = append(c.causes, context.Cause(ctx))
+				c.mu.Unlock()
+			},
+			OnNewLeader: func(id string) {
+				c.mu.Lock()
+				c.leaders = append(c.leaders, id)
+				c.mu.Unlock()
+			},
+		})
+	}()
+	t.Cleanup(func() { c.stop(t) })
+}
+
+// stop cancels Run and waits for it.
+func (c *candidate) stop(t *testing.T) error {
+	if c.cancel == nil {
+		return nil
+	}
+	c.cancel()
+	select {
+	case err := <-c.done:
+		c.done <- err
+		return err
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: Run did not return", c.id)
+		return nil
+	}
+}
+
+func (c *candidate) terms() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.started)
+}
+
+// leaderOf waits until one of cs leads, and returns it.
+func leaderOf(t *testing.T, within time.Duration, cs ...*candidate) *candidate {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		for _, c := range cs {
+			c.mu.Lock()
+			leading := len(c.started) > len(c.ended)
+			c.mu.Unlock()
+			if leading {
+				return c
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	t.Fatalf("no leader within %v", within)
+	return nil
+}
+
+func TestConfigValidation(t *testing.T) {
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer client.Close()
+	m, err := lease.New(client, lease.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ok := election.Config{Manager: m, Client: client, Name: "n", Identity: "a"}
+	for _, tc := range []struct {
+		what string
+		edit func(*election.Config)
+	}{
+		{"nil client", func(c *election.Config) { c.Client = nil }},
+		{"empty name", func(c *election.Config) { c.Name = "" }},
+		{"long name", func(c *election.Config) { c.Name = string(make([]byte, lease.MaxNameLen+1)) }},
+		{"brace name", func(c *election.Config) { c.Name = "}x" }},
+		{"bad identity", func(c *election.Config) { c.Identity = "\xff" }},
+		{"brace prefix", func(c *election.Config) { c.KeyPrefix = "a{" }},
+		{"short TTL", func(c *election.Config) { c.TTL = time.Millisecond }},
+		{"negative retry", func(c *election.Config) { c.RetryPeriod = -1 }},
+	} {
+		cfg := ok
+		tc.edit(&cfg)
+		if _, err := election.New(cfg); !errors.Is(err, election.ErrInvalidConfig) {
+			t.Errorf("%s: New = %v, want ErrInvalidConfig", tc.what, err)
+		}
+	}
+	noop := election.Callbacks{OnStartedLeading: func(context.Context) {}}
+	for _, tc := range []struct {
+		what string
+		cfg  election.Config
+		cb   election.Callbacks
+	}{
+		{"no manager", election.Config{Client: client, Name: "n", Identity: "a"}, noop},
+		{"no identity", election.Config{Manager: m, Client: client, Name: "n"}, noop},
+		{"no OnStartedLeading", ok, election.Callbacks{}},
+	} {
+		e, err := election.New(tc.cfg)
+		if err != nil {
+			t.Fatalf("%s: New: %v", tc.what, err)
+		}
+		if err := e.Run(context.Background(), tc.cb); !errors.Is(err, election.ErrInvalidConfig) {
+			t.Errorf("%s: Run = %v, want ErrInvalidConfig", tc.what, err)
+		}
+	}
+}
+
+// TestResignHandsOver: one of three candidates leads, the record names it
+// with its fence, and each resignation hands leadership on within a few
+// round trips; an observer sees every term and, at the end, no leader.
+func TestResignHandsOver(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	const name = "scheduler"
+	cs := []*candidate{
+		newCandidate(t, client, name, "a", 10*time.Second),
+		newCandidate(t, client, name, "b", 10*time.Second),
+		newCandidate(t, client, name, "c", 10*time.Second),
+	}
+	watcher, err := election.New(election.Config{Client: client, Name: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, ostop := context.WithCancel(context.Background())
+	defer ostop()
+	observed := watcher.Observe(octx)
+	if rec := <-observed; rec != (election.Record{}) {
+		t.Fatalf("first observation %+v, want no leader", rec)
+	}
+	if _, err := watcher.Leader(octx); !errors.Is(err, election.ErrNoLeader) {
+		t.Fatalf("Leader before any campaign: %v", err)
+	}
+	for _, c := range cs {
+		c.run(t)
+	}
+	var seen []election.Record
+	var lastFence int64
+	remaining := cs
+	for len(remaining) > 0 {
+		l := leaderOf(t, 5*time.Second, remaining...)
+		rec, err := watcher.Leader(octx)
+		if err != nil || rec.Identity != l.id {
+			t.Fatalf("Leader = %+v, %v; want %s", rec, err, l.id)
+		}
+		if rec.Fence <= lastFence {
+			t.Fatalf("fence %d after %d", rec.Fence, lastFence)
+		}
+		lastFence = rec.Fence
+		// The observer reports the term.
+		for rec := range observed {
+			if rec.Fence == lastFence {
+				seen = append(seen, rec)
+				break
+			}
+		}
+		others := remaining[:0:0]
+		for _, c := range remaining {
+			if c != l {
+				others = append(others, c)
+			}
+		}
+		start := time.Now()
+		if err := l.e.Resign(context.Background()); err != nil {
+			t.Fatalf("Resign: %v", err)
+		}
+		if err := <-l.done; err != nil {
+			t.Fatalf("%s: Run after Resign = %v, want nil", l.id, err)
+		}
+		l.cancel = nil
+		l.mu.Lock()
+		if cause := l.causes[len(l.causes)-1]; !errors.Is(cause, election.ErrResigned) {
+			t.Errorf("%s: leading context's cause %v, want ErrResigned", l.id, cause)
+		}
+		l.mu.Unlock()
+		if len(others) > 0 {
+			next := leaderOf(t, 5*time.Second, others...)
+			if d := time.Since(start); d > time.Second {
+				t.Errorf("handover from %s to %s took %v", l.id, next.id, d)
+			}
+			t.Logf("%s resigned, %s leads %v later", l.id, next.id, time.Since(start))
+		}
+		remaining = others
+	}
+	// The last resignation leaves no leader, and the observer says so.
+	for rec := range observed {
+		if rec == (election.Record{}) {
+			break
+		}
+	}
+	if len(seen) != 3 {
+		t.Errorf("observer saw %d terms, want 3: %+v", len(seen), seen)
+	}
+	if n, _ := client.Exists(octx, "tenure:{scheduler}:leader").Result(); n != 0 {
+		t.Error("the leader record is left after the last resignation")
+	}
+	// Every candidate heard of every leader while it ran.
+	a := cs[0]
+	a.mu.Lock()
+	if len(a.leaders) == 0 {
+		t.Error("OnNewLeader was never called")
+	}
+	a.mu.Unlock()
+}
+
+// TestCloseHandsOver: a leader whose manager is closed (its process ends
+// without resigning) is replaced promptly, since Close releases the lease.
+func TestCloseHandsOver(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	a := newCandidate(t, client, "job", "a", 10*time.Second)
+	a.run(t)
+	leaderOf(t, 5*time.Second, a)
+	b := newCandidate(t, client, "job", "b", 10*time.Second)
+	b.run(t)
+	time.Sleep(50 * time.Millisecond) // b waits
+	start := time.Now()
+	if err := a.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+	leaderOf(t, 5*time.Second, b)
+	if d := time.Since(start); d > time.Second {
+		t.Errorf("takeover after Close took %v", d)
+	}
+	if err := a.stop(t); !errors.Is(err, lease.ErrClosed) {
+		t.Errorf("Run after Close = %v, want ErrClosed", err)
+	}
+	a.mu.Lock()
+	if !errors.Is(a.causes[0], lease.ErrClosed) {
+		t.Errorf("cause %v, want ErrClosed", a.causes[0])
+	}
+	a.mu.Unlock()
+	rec, err := b.e.Leader(context.Background())
+	if err != nil || rec.Identity != "b" {
+		t.Errorf("Leader = %+v, %v", rec, err)
+	}
+}
+
+// TestCutOffLeaderStopsFirst: a leader cut off from Redis (a black hole, no
+// error ever comes back) stops leading by its lease's local deadline, before
+// the other candidate starts, which happens within the TTL.
+func TestCutOffLeaderStopsFirst(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	opts := srv.Options()
+	opts.Addr = proxy.Addr()
+	opts.MaxRetries = -1
+	cut := redis.NewClient(opts)
+	t.Cleanup(func() { cut.Close() })
+	const ttl = 600 * time.Millisecond
+	a := newCandidate(t, cut, "cron", "a", ttl)
+	a.run(t)
+	leaderOf(t, 5*time.Second, a)
+	b := newCandidate(t, srv.Client(t), "cron", "b", ttl)
+	b.run(t)
+	time.Sleep(50 * time.Millisecond)
+
+	proxy.BlackHole(true)
+	cutAt := time.Now()
+	leaderOf(t, 3*ttl, b)
+	b.mu.Lock()
+	bStarted := b.started[0]
+	b.mu.Unlock()
+	a.mu.Lock()
+	if len(a.ended) == 0 {
+		t.Fatal("a still leads while b does")
+	}
+	aEnded, cause := a.ended[0], a.causes[0]
+	a.mu.Unlock()
+	if !aEnded.Before(bStarted) {
+		t.Errorf("a stopped leading %v after b started", aEnded.Sub(bStarted))
+	}
+	if !errors.Is(cause, lease.ErrLost) {
+		t.Errorf("a's cause %v, want ErrLost", cause)
+	}
+	if d := bStarted.Sub(cutAt); d > ttl+300*time.Millisecond {
+		t.Errorf("b took %v to lead after a was cut off (TTL %v)", d, ttl)
+	}
+	t.Logf("a cut off; a stopped after %v, b started after %v", aEnded.Sub(cutAt), bStarted.Sub(cutAt))
+	proxy.BlackHole(false)
+	// Run returns promptly even though its connections saw a black hole.
+	t0 := time.Now()
+	_ = a.stop(t)
+	if d := time.Since(t0); d > 2*time.Second {
+		t.Errorf("Run took %v to return after its context ended", d)
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// TestRun runs the whole demo against the embedded Redis and checks the
+// story it tells.
+func TestRun(t *testing.T) {
+	t.Setenv("REDIS_URL", "") // the embedded Redis, whatever the environment says
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	var out, logs bytes.Buffer
+	err := run(ctx, &out, &logs)
+	t.Logf("stdout:\n%s\nstderr:\n%s", out.String(), logs.String())
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	for _, want := range []string{
+		"started an embedded Redis",
+		`observer: "scheduler" has no leader`,
+		" leads: term ",
+		`observer: "scheduler" is led by worker-`,
+		"scheduling under term",
+		"its manager is closed, without resigning",
+		"tenure: manager closed",
+		"(a release message woke it)",
+		"is cut off from Redis",
+		"tenure: lease lost",
+		"never two leaders",
+		"resigns",
+		"tenure: resigned",
+		"Run returned nil after Resign",
+		"clean finish",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("stdout does not mention %q", want)
+		}
+	}
+	if n := strings.Count(out.String(), " leads: term "); n != 3 {
+		t.Errorf("%d terms, want 3", n)
+	}
+	if got := strings.Count(out.String(), `has no leader`); got < 2 {
+		t.Errorf("the observer reported no leader %d times, want at the start and at the end", got)
+	}
+}
