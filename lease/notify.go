@@ -155,7 +155,7 @@ func (w *waiter) signal() {
 // until close.
 func (n *notifier) receive() {
 	defer close(n.stopped)
-	const idle = 5 * time.Second
+	const idle = 2 * time.Second // then a ping: a dead connection is replaced within two of these
 	pinged := false
 	for {
 		n.mu.Lock()
