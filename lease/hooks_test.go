@@ -137,3 +137,22 @@ func TestHooksSeeAcquireRenewExtendReleaseAndLoss(t *testing.T) {
 		t.Fatalf("renewals of a seen by the hook: %d, want at least 2 in %v", renewed, 4*interval)
 	}
 }
+
+func TestFromContextGivesDoItsLease(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	if _, ok := lease.FromContext(ctx); ok {
+		t.Fatal("a lease in a plain context")
+	}
+	err := m.Do(ctx, "job", func(ctx context.Context) error {
+		l, ok := lease.FromContext(ctx)
+		if !ok || l.Name() != "job" || l.Fence() <= 0 || l.Err() != nil {
+			return fmt.Errorf("FromContext = %v, %v", l, ok)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -34,6 +34,23 @@ type Lease struct {
 	reason error // why the watchdog lost it (watchdog.ErrTakenOver, ErrExpired)
 }
 
+type leaseKey struct{}
+
+// FromContext returns the lease whose context ctx is, or derives from: the
+// way for work run by Manager.Do to learn its fencing token.
+//
+//	m.Do(ctx, "report", func(ctx context.Context) error {
+//		l, _ := lease.FromContext(ctx)
+//		return store.Write(ctx, l.Fence(), data)
+//	})
+//
+// When leases nest (work under one lease acquires another), it returns the
+// innermost.
+func FromContext(ctx context.Context) (*Lease, bool) {
+	l, ok := ctx.Value(leaseKey{}).(*Lease)
+	return l, ok
+}
+
 // Name returns the name the lease holds.
 func (l *Lease) Name() string { return l.name }
 

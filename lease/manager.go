@@ -376,7 +376,7 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 		return nil, 0, nil
 	}
 	l.acquired = time.Now()
-	l.ctx, l.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), leaseKey{}, l))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {
