@@ -49,8 +49,7 @@ type Quorum struct {
 }
 
 // NewQuorum returns a Quorum over nodes. linger bounds each node's request
-// of a Renew, Release or Abandon, and the clean-up of a failed acquire (an
-// acquire's requests are bounded by its TTL).
+// (an acquire's also by its TTL), whether or not the call waits for it.
 func NewQuorum(nodes []*Redis, linger time.Duration) *Quorum {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Quorum{nodes: nodes, linger: linger, ctx: ctx, cancel: cancel}
@@ -160,7 +159,10 @@ func (q *Quorum) Acquire(ctx context.Context, req Request) (Acquisition, error) 
 		_ = q.nodes[i].Abandon(ctx, req)
 	}
 
-	q.fanout(ctx, q.all(), req.TTL, func(ctx context.Context, i int) {
+	// A node's answer is of use only within the TTL, and the caller's
+	// context may have no deadline at all.
+	limit := min(req.TTL, q.linger)
+	q.fanout(ctx, q.all(), limit, func(ctx context.Context, i int) {
 		res[i], errs[i] = q.nodes[i].Acquire(ctx, req)
 	}, func(i int) bool {
 		switch {
@@ -210,7 +212,7 @@ func (q *Quorum) Acquire(ctx context.Context, req Request) (Acquisition, error) 
 			raised = make([]error, n)
 			rerrs  []error
 		)
-		q.fanout(ctx, need, req.TTL, func(ctx context.Context, i int) {
+		q.fanout(ctx, need, limit, func(ctx context.Context, i int) {
 			var held int64
 			held, raised[i] = raiseScript.Run(ctx, q.nodes[i].client,
 				[]string{q.nodes[i].layout.Lease(req.Name), q.nodes[i].layout.Fence(req.Name)}, req.Token, fence).Int64()
