@@ -28,6 +28,7 @@ type Manager struct {
 	layout   backend.Layout
 	cfg      config
 	ctxBound bool // the client ends a command when its context ends
+	quorum   bool // NewQuorum: no reentrant locks, no fair queue
 
 	mu      sync.Mutex
 	held    map[*Lease]struct{}
@@ -69,7 +70,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Manager, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := newManager(backend.NewRedis(client, cfg.prefix), cfg)
+	m := newManager(cfg.redisBackend(client), cfg)
 	m.ctxBound = ctxBound(client)
 	m.notify = newNotifier(client)
 	return m, nil
@@ -207,6 +208,9 @@ func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption
 		return nil, err
 	}
 	a.owner, a.exclusive = owner, exclusive
+	if err := m.supports(a); err != nil {
+		return nil, err
+	}
 	return m.acquireWith(ctx, name, a, wait, &attempts)
 }
 
@@ -544,6 +548,9 @@ func (m *Manager) Close() error {
 	// and hands its lease to a clean-up round trip.
 	m.ops.Wait()
 	m.bg.Wait()
+	if c, ok := m.be.(interface{ Close() }); ok {
+		c.Close() // quorum mode: requests to slow nodes still running
+	}
 	if m.notify != nil {
 		m.notify.close()
 	}

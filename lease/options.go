@@ -57,6 +57,10 @@ type config struct {
 	logger      *slog.Logger
 	opTimeout   time.Duration
 	hooks       Hooks
+
+	// Replica acknowledgement (WithReplicaAcks, replicas.go).
+	acks       int
+	ackTimeout time.Duration
 }
 
 // acquireConfig is what one acquisition uses; the manager's config supplies

@@ -73,6 +73,11 @@ func (l Layout) QueueExpiry(name string) string { return l.Prefix + "{" + name +
 type Redis struct {
 	client redis.UniversalClient
 	layout Layout
+
+	// Replica acknowledgement (acks.go): when acks > 0, acquire and renew
+	// are followed by WAIT acks ackTimeout in the same pipeline.
+	acks       int
+	ackTimeout time.Duration
 }
 
 // NewRedis returns a Redis backend storing keys under prefix.
@@ -84,10 +89,19 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 	n := req.Name
 	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Retired(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
-	vals, err := acquireScript.Run(ctx, r.client, keys, req.Token, req.TTL.Milliseconds(), req.Owner, req.Queue.Milliseconds()).Int64Slice()
+	args := []any{req.Token, req.TTL.Milliseconds(), req.Owner, req.Queue.Milliseconds()}
+	if r.acks > 0 {
+		return r.acquireAcked(ctx, req, keys, args)
+	}
+	vals, err := acquireScript.Run(ctx, r.client, keys, args...).Int64Slice()
 	if err != nil {
 		return Acquisition{}, fmt.Errorf("acquire script: %w", err)
 	}
+	return acquisition(vals)
+}
+
+// acquisition parses acquire.lua's reply.
+func acquisition(vals []int64) (Acquisition, error) {
 	switch {
 	case len(vals) == 3 && vals[0] == 1:
 		return Acquisition{Acquired: true, Fence: vals[1], Count: vals[2]}, nil
@@ -141,13 +155,20 @@ func (r *Redis) Reenter(ctx context.Context, it Item) (int64, error) {
 // Renew runs renew.lua for every item in one pipeline (go-redis splits a
 // Cluster pipeline per node, one round trip each).
 func (r *Redis) Renew(ctx context.Context, items []Item, errs []error) {
-	r.pipelined(ctx, renewScript, items, errs, func(it Item) ([]string, []any) {
-		kind := ""
-		if it.Reentrant {
-			kind = "h"
-		}
-		return []string{r.layout.Lease(it.Name)}, []any{it.Token, it.TTL.Milliseconds(), kind}
-	})
+	if r.acks > 0 {
+		r.renewAcked(ctx, items, errs)
+		return
+	}
+	r.pipelined(ctx, renewScript, items, errs, r.renewArgs)
+}
+
+// renewArgs are renew.lua's keys and arguments for one item.
+func (r *Redis) renewArgs(it Item) ([]string, []any) {
+	kind := ""
+	if it.Reentrant {
+		kind = "h"
+	}
+	return []string{r.layout.Lease(it.Name)}, []any{it.Token, it.TTL.Milliseconds(), kind}
 }
 
 // Release runs release.lua for every item in one pipeline.
@@ -225,6 +246,10 @@ func scriptResult(cmd *redis.Cmd) error {
 func MaybeApplied(err error) bool {
 	if err == nil {
 		return false
+	}
+	var acks *AckError
+	if errors.As(err, &acks) {
+		return !acks.Undone
 	}
 	var reply redis.Error
 	return !errors.As(err, &reply)

@@ -1,0 +1,23 @@
+-- raise.lua: quorum mode's second step of an acquire. The nodes of a
+-- majority hand out fences from counters of their own; the acquisition's
+-- fence is the largest, and every node of the majority raises its counter
+-- to it, so that whoever acquires the name next (on a majority, which meets
+-- this one) gets a larger fence from at least one node.
+--
+-- KEYS[1]  the lock key, P{N}
+-- KEYS[2]  the fencing counter, P{N}:fence
+-- ARGV[1]  the lease's token
+-- ARGV[2]  the acquisition's fence
+--
+-- Returns  1 when ARGV[1] still holds the name here: the counter is now at
+--            least ARGV[2] (it never goes down);
+--          0 when it does not (the key expired or was taken over): nothing
+--            is touched, and this node does not count towards the majority.
+if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+local f = tonumber(redis.call('GET', KEYS[2]) or '0')
+if f < tonumber(ARGV[2]) then
+  redis.call('SET', KEYS[2], ARGV[2])
+end
+return 1

@@ -1,0 +1,249 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/reentrant"
+)
+
+// quorumGroup starts n independent servers and returns them with one
+// client each for a quorum manager, and one for looking at each server.
+func quorumGroup(t *testing.T, n int) (servers []*redistest.Server, clients []redis.UniversalClient, raw []*redis.Client) {
+	for range n {
+		s := redistest.Start(t)
+		servers = append(servers, s)
+		clients = append(clients, s.Client(t))
+		raw = append(raw, s.Client(t))
+	}
+	return servers, clients, raw
+}
+
+func newQuorum(t *testing.T, clients []redis.UniversalClient, opts ...lease.Option) *lease.Manager {
+	t.Helper()
+	m, err := lease.NewQuorum(clients, append([]lease.Option{lease.WithLogger(quiet), lease.WithOpTimeout(500 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// reconnect gives every server of a group its own fresh clients, so that
+// connections a paused server left half-used are not reused.
+func reconnect(t *testing.T, servers []*redistest.Server) []redis.UniversalClient {
+	var out []redis.UniversalClient
+	for _, s := range servers {
+		out = append(out, s.Client(t))
+	}
+	return out
+}
+
+func TestQuorumFivePrimaries(t *testing.T) {
+	servers, clients, raw := quorumGroup(t, 5)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ttl = time.Second
+	a := newQuorum(t, clients, lease.WithTTL(ttl))
+	b := newQuorum(t, reconnect(t, servers), lease.WithTTL(ttl))
+
+	// The counters of independent servers start apart (each is seeded from
+	// its own clock): the first acquisition raises them to its fence.
+	l, err := a.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, raised := 0, 0
+	for _, c := range raw {
+		if c.Get(ctx, "tenure:{job}").Val() == l.Token() {
+			held++
+		}
+		// Servers that answered after the majority decided may hand out
+		// more; what matters is that a majority will not hand out less.
+		if f, _ := c.Get(ctx, "tenure:{job}:fence").Int64(); f >= l.Fence() {
+			raised++
+		}
+	}
+	if held < 3 || raised < 3 {
+		t.Fatalf("the lease is on %d servers, %d counters reach its fence; want a majority of both", held, raised)
+	}
+	if _, err := b.TryAcquire(ctx, "job"); !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("second holder: %v, want ErrNotAcquired", err)
+	}
+	time.Sleep(2 * ttl) // renewed on a majority
+	if l.Err() != nil {
+		t.Fatalf("lost while every server is up: %v", l.Err())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range raw {
+		if c.Exists(ctx, "tenure:{job}").Val() != 0 {
+			t.Fatalf("server %d still has the lease after Release", i)
+		}
+	}
+
+	t.Run("Unsupported", func(t *testing.T) {
+		if _, err := reentrant.New(a).Lock(ctx, "re"); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("reentrant lock: %v, want ErrUnsupported", err)
+		}
+		if _, err := a.Acquire(ctx, "fair", lease.WithFair(true)); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("fair acquire: %v, want ErrUnsupported", err)
+		}
+		if _, err := lease.NewQuorum(clients, lease.WithFair(true)); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("NewQuorum with WithFair: %v, want ErrUnsupported", err)
+		}
+		if _, err := lease.NewQuorum(append(clients[:1:1], clients[0])); !errors.Is(err, lease.ErrInvalidOption) {
+			t.Fatalf("a client twice: %v, want ErrInvalidOption", err)
+		}
+		l, err := a.TryAcquire(ctx, "exec")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+		if _, err := l.Exec(ctx, func(redis.Pipeliner) error { return nil }); err == nil {
+			t.Fatal("Exec in quorum mode succeeded")
+		}
+	})
+
+	t.Run("MutualExclusion", func(t *testing.T) {
+		chk := newChecker()
+		var wg sync.WaitGroup
+		for w := range 4 {
+			m := []*lease.Manager{a, b}[w%2]
+			wg.Go(func() {
+				for range 8 {
+					l, err := m.Acquire(ctx, "shared")
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					who := strconv.Itoa(w)
+					chk.enter("shared", who, l.Fence())
+					time.Sleep(time.Millisecond)
+					chk.leave("shared", who)
+					if err := l.Release(ctx); err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if len(chk.errs) > 0 {
+			t.Fatal(strings.Join(chk.errs, "\n"))
+		}
+	})
+
+	t.Run("WaiterWokenByRelease", func(t *testing.T) {
+		w := newQuorum(t, reconnect(t, servers), lease.WithTTL(time.Minute), lease.WithBackOff(slowPolling))
+		l, err := a.Acquire(ctx, "wake", lease.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := w.Acquire(ctx, "wake")
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			got <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-got:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the waiter was not woken by the release (its backoff is a minute)")
+		}
+	})
+
+	t.Run("TwoOfFivePaused", func(t *testing.T) {
+		before, err := a.TryAcquire(ctx, "minority")
+		if err != nil {
+			t.Fatal(err)
+		}
+		lastFence := before.Fence()
+		if err := before.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		servers[3].MustPause(t)
+		servers[4].MustPause(t)
+		defer servers[3].MustResume(t)
+		defer servers[4].MustResume(t)
+
+		start := time.Now()
+		l, err := a.TryAcquire(ctx, "minority")
+		if err != nil {
+			t.Fatalf("acquire with two of five servers paused: %v", err)
+		}
+		took := time.Since(start)
+		if took > ttl/2 {
+			t.Fatalf("acquire waited %v for the paused servers", took)
+		}
+		if l.Fence() <= lastFence {
+			t.Fatalf("fence %d after %d", l.Fence(), lastFence)
+		}
+		if _, err := b.TryAcquire(ctx, "minority"); !errors.Is(err, lease.ErrNotAcquired) {
+			t.Fatalf("second holder: %v, want ErrNotAcquired", err)
+		}
+		time.Sleep(3 * ttl) // renewals confirmed by the three servers left
+		if l.Err() != nil {
+			t.Fatalf("lost with a majority up: %v", l.Err())
+		}
+		if err := l.Release(ctx); err != nil {
+			t.Fatalf("release with two servers paused: %v", err)
+		}
+		l2, err := b.TryAcquire(ctx, "minority")
+		if err != nil {
+			t.Fatalf("acquire after the release: %v", err)
+		}
+		if l2.Fence() <= l.Fence() {
+			t.Fatalf("fence %d after %d", l2.Fence(), l.Fence())
+		}
+		t.Logf("acquire in %v with two servers paused; fences %d, %d, %d", took, lastFence, l.Fence(), l2.Fence())
+
+		// A third server stops: no majority is left.
+		ended := endedAt(l2.Context())
+		servers[2].MustPause(t)
+		defer servers[2].MustResume(t)
+		waitDone(t, l2, 3*ttl)
+		at, _ := ended()
+		if late := at.Sub(l2.Deadline()); late > allowance {
+			t.Fatalf("cancelled %v after its local deadline", late)
+		}
+		if !errors.Is(context.Cause(l2.Context()), lease.ErrLost) {
+			t.Fatalf("cause %v, want ErrLost", context.Cause(l2.Context()))
+		}
+		t.Logf("with three of five paused the holder cancelled %v after its local deadline", at.Sub(l2.Deadline()))
+		tctx, tcancel := context.WithTimeout(ctx, ttl)
+		defer tcancel()
+		if l, err := a.TryAcquire(tctx, "other"); err == nil {
+			t.Fatalf("a lease (fence %d) granted with three of five servers paused", l.Fence())
+		} else {
+			t.Logf("acquire with three of five paused: %v", err)
+		}
+	})
+
+	// Everything back: leases work again.
+	l, err = b.Acquire(ctx, "minority")
+	if err != nil {
+		t.Fatalf("after the servers resumed: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
