@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -74,6 +75,13 @@ func (h *hookLog) hooks() lease.Hooks {
 	}
 }
 
+func last(lines []string) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
+}
+
 func TestHooksSeeAcquireRenewExtendReleaseAndLoss(t *testing.T) {
 	srv := redistest.Start(t)
 	raw := srv.Client(t)
@@ -106,6 +114,12 @@ func TestHooksSeeAcquireRenewExtendReleaseAndLoss(t *testing.T) {
 	}
 	raw.Set(ctx, "tenure:{b}", "intruder", time.Minute)
 	waitDone(t, lost, interval+allowance+50*time.Millisecond)
+	// Ended runs on the watchdog's goroutine just after the cancellation.
+	for start := time.Now(); !strings.HasPrefix(last(h.snapshot()), "ended b"); time.Sleep(time.Millisecond) {
+		if time.Since(start) > time.Second {
+			t.Fatalf("no Ended call for the lost lease: %q", h.snapshot())
+		}
+	}
 	if err := lost.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("Release of a lost lease = %v", err)
 	}
