@@ -87,6 +87,15 @@
 // spans and metrics. A lost lease is also logged as a warning with its name,
 // fence and cause (WithLogger); nothing is logged per renewal above Debug.
 //
+// # Deployments
+//
+// New works over any go-redis UniversalClient: one server, a Sentinel
+// failover client, or a Cluster (every key of a name shares its hash tag, so
+// each script touches one slot; renewals are pipelined per node).
+// WithReplicaAcks makes acquires and renewals wait for replicas (WAIT), and
+// NewQuorum holds leases on a majority of independent primaries (Redlock).
+// docs/deployments.md in the repository tells which gives which guarantee.
+//
 // # Redis keys
 //
 // For a name N and the prefix P ("tenure:" by default, WithKeyPrefix): P{N}
