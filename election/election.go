@@ -51,9 +51,9 @@ type Config struct {
 	// Observe read the leader record through it, and Observe subscribes
 	// to the change messages on it.
 	Client redis.UniversalClient
-	// KeyPrefix is the Manager's key prefix (lease.WithKeyPrefix); empty
-	// means lease.DefaultKeyPrefix. It must match the Manager's, or
-	// readers look at the wrong keys.
+	// KeyPrefix is the Manager's key prefix (lease.WithKeyPrefix). Empty
+	// means the Manager's, or lease.DefaultKeyPrefix without a Manager; a
+	// prefix that differs from the Manager's is an error.
 	KeyPrefix string
 	// Name is what the candidates campaign for: the lease's name.
 	Name string
@@ -171,6 +171,12 @@ func New(cfg Config) (*Election, error) {
 		return nil, fmt.Errorf("%w: RetryPeriod %v is negative", ErrInvalidConfig, cfg.RetryPeriod)
 	}
 	prefix := cfg.KeyPrefix
+	if cfg.Manager != nil {
+		if prefix != "" && prefix != cfg.Manager.KeyPrefix() {
+			return nil, fmt.Errorf("%w: KeyPrefix %q differs from the Manager's %q", ErrInvalidConfig, prefix, cfg.Manager.KeyPrefix())
+		}
+		prefix = cfg.Manager.KeyPrefix()
+	}
 	if prefix == "" {
 		prefix = lease.DefaultKeyPrefix
 	}

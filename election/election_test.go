@@ -3,15 +3,12 @@ package election_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/redistest"
@@ -19,22 +16,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	// The example talks to a server of the test binary's own.
-	srv, err := redistest.StartServer(redistest.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	redisAddr = srv.Addr()
-	code := m.Run()
-	_ = srv.Stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	redistest.Main(m, func(addr string) { redisAddr = addr })
 }
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -161,6 +143,7 @@ func TestConfigValidation(t *testing.T) {
 		{"brace name", func(c *election.Config) { c.Name = "}x" }},
 		{"bad identity", func(c *election.Config) { c.Identity = "\xff" }},
 		{"brace prefix", func(c *election.Config) { c.KeyPrefix = "a{" }},
+		{"prefix not the manager's", func(c *election.Config) { c.KeyPrefix = "other:" }},
 		{"short TTL", func(c *election.Config) { c.TTL = time.Millisecond }},
 		{"negative retry", func(c *election.Config) { c.RetryPeriod = -1 }},
 	} {

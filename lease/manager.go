@@ -114,6 +114,10 @@ func newManager(be backend.Backend, cfg config) *Manager {
 	return m
 }
 
+// KeyPrefix returns the prefix of the manager's keys (WithKeyPrefix), for
+// packages that read them, such as election.
+func (m *Manager) KeyPrefix() string { return m.cfg.prefix }
+
 // reportLoss queues a lost lease for reporting; it never blocks.
 func (m *Manager) reportLoss(l *Lease, reason error) {
 	select {

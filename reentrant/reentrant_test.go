@@ -3,15 +3,12 @@ package reentrant_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
@@ -21,21 +18,7 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
-	srv, err := redistest.StartServer(redistest.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	redisAddr = srv.Addr()
-	code := m.Run()
-	_ = srv.Stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	redistest.Main(m, func(addr string) { redisAddr = addr })
 }
 
 var quiet = slog.New(slog.DiscardHandler)

@@ -3,9 +3,7 @@ package tracing_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"sync"
 	"testing"
 	"time"
@@ -19,7 +17,6 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
-	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
@@ -30,21 +27,7 @@ import (
 var redisAddr string
 
 func TestMain(m *testing.M) {
-	srv, err := redistest.StartServer(redistest.Config{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	redisAddr = srv.Addr()
-	code := m.Run()
-	_ = srv.Stop()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	redistest.Main(m, func(addr string) { redisAddr = addr })
 }
 
 // rig is an instrumented manager with an in-memory span recorder and a

@@ -32,19 +32,18 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/exampleredis"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
@@ -266,53 +265,16 @@ func (w *worker) callbacks(say func(string, ...any), started chan<- term) electi
 	}
 }
 
-// connect returns client options for REDIS_URL, or for an embedded
-// miniredis whose clock follows real time. closeRedis stops whatever
-// connect started; suffix makes names unique on a shared server.
+// connect returns client options for REDIS_URL or an embedded Redis;
+// closeRedis stops whatever it started, and suffix makes names unique on a
+// shared server.
 func connect(ctx context.Context, say func(string, ...any)) (opts *redis.Options, suffix string, closeRedis func(), err error) {
-	if url := os.Getenv("REDIS_URL"); url != "" {
-		opts, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		opts.ContextTimeoutEnabled = true
-		c := redis.NewClient(opts)
-		defer c.Close()
-		if err := c.Ping(ctx).Err(); err != nil {
-			return nil, "", nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
-		}
-		say("redis: using REDIS_URL (%s)", opts.Addr)
-		return opts, "-" + strings.ToLower(rand.Text()[:8]), func() {}, nil
+	r, err := exampleredis.Start(ctx)
+	if err != nil {
+		return nil, "", nil, err
 	}
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
-	}
-	stopClock := followRealTime(mr)
-	say("redis: REDIS_URL is not set; started an embedded Redis (miniredis) at %s", mr.Addr())
-	return &redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true}, "", func() { stopClock(); mr.Close() }, nil
-}
-
-// followRealTime makes mr's keys expire in real time: miniredis ages TTLs
-// only when told to, so a goroutine fast-forwards it every 5ms.
-func followRealTime(mr *miniredis.Miniredis) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(5 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case now := <-tick.C:
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
+	say("redis: %s", r.About)
+	return r.Options, r.Suffix, r.Close, nil
 }
 
 // newNarrator returns a printf for the narrative, safe for concurrent use,

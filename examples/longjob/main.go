@@ -27,19 +27,18 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/exampleredis"
 
 	"github.com/tenure-go/tenure/lease"
 )
@@ -204,56 +203,17 @@ func work(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// connect returns a client for REDIS_URL, or for an embedded miniredis whose
-// clock follows real time. closeRedis stops whatever connect started; suffix
-// makes names unique on a shared server.
+// connect returns a client for REDIS_URL or an embedded Redis; closeRedis
+// stops whatever it started, and suffix makes names unique on a shared
+// server.
 func connect(ctx context.Context, say func(string, ...any)) (client *redis.Client, suffix string, closeRedis func(), err error) {
-	if url := os.Getenv("REDIS_URL"); url != "" {
-		opts, err := redis.ParseURL(url)
-		if err != nil {
-			return nil, "", nil, fmt.Errorf("REDIS_URL: %w", err)
-		}
-		opts.ContextTimeoutEnabled = true // lets a context bound each round trip
-		client = redis.NewClient(opts)
-		if err := client.Ping(ctx).Err(); err != nil {
-			client.Close()
-			return nil, "", nil, fmt.Errorf("redis at %s: %w", opts.Addr, err)
-		}
-		say("redis: using REDIS_URL (%s)", opts.Addr)
-		return client, "-" + strings.ToLower(rand.Text()[:8]), func() { client.Close() }, nil
+	r, err := exampleredis.Start(ctx)
+	if err != nil {
+		return nil, "", nil, err
 	}
-	mr := miniredis.NewMiniRedis()
-	if err := mr.Start(); err != nil {
-		return nil, "", nil, fmt.Errorf("embedded redis: %w", err)
-	}
-	stopClock := followRealTime(mr)
-	client = redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	say("redis: REDIS_URL is not set; started an embedded Redis (miniredis) at %s", mr.Addr())
-	return client, "", func() { client.Close(); stopClock(); mr.Close() }, nil
-}
-
-// followRealTime makes mr's keys expire in real time: miniredis ages TTLs
-// only when told to, so a goroutine fast-forwards it by the time elapsed,
-// every 10ms. stop ends the goroutine and waits for it.
-func followRealTime(mr *miniredis.Miniredis) (stop func()) {
-	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		tick := time.NewTicker(10 * time.Millisecond)
-		defer tick.Stop()
-		last := time.Now()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				now := time.Now()
-				mr.FastForward(now.Sub(last))
-				last = now
-			}
-		}
-	})
-	return func() { close(done); wg.Wait() }
+	say("redis: %s", r.About)
+	client = redis.NewClient(r.Options)
+	return client, r.Suffix, func() { client.Close(); r.Close() }, nil
 }
 
 // after runs fn in a goroutine once d has passed, unless stopped first.
