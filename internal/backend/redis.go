@@ -193,6 +193,12 @@ func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Ite
 	if len(items) == 0 {
 		return
 	}
+	if len(items) == 1 {
+		// One command needs no pipeline; Run retries NOSCRIPT with EVAL.
+		keys, argv := args(items[0])
+		errs[0] = scriptResult(script.Run(ctx, r.client, keys, argv...))
+		return
+	}
 	cmds := make([]*redis.Cmd, len(items))
 	keys := make([][]string, len(items))
 	argv := make([][]any, len(items))
