@@ -251,7 +251,23 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			m.notify.unregister(channel, w)
 		}
 	}()
+	if !a.fair && m.notify != nil && m.notify.handingOff(channel) {
+		// Another waiter of this manager was just woken to take the name:
+		// wait behind it instead of racing it for the name.
+		w, _ = m.notify.register(channel, false)
+	}
 	for {
+		if w != nil && *attempts == 0 {
+			select {
+			case <-w.wake:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
+			case <-m.closing:
+				return nil, ErrClosed
+			case <-time.After(a.queue / 3):
+				// The waiter ahead vanished without a word; look anyway.
+			}
+		}
 		*attempts++
 		if !a.fair {
 			req.Token = newToken()

@@ -89,6 +89,27 @@ func (n *notifier) subscribe(channel string, s *subscription) {
 	}
 }
 
+// released wakes the manager's own waiters on channel at once, without
+// waiting for the release message to come back from the server: a local
+// handoff costs no pub/sub round trip.
+func (n *notifier) released(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if s := n.chans[channel]; s != nil {
+		s.wakeOne()
+	}
+}
+
+// handingOff reports whether a waiter on channel was woken and is about to
+// try: an acquire that starts now waits its turn behind it rather than
+// barging in (above all, a holder that released and asks again at once).
+func (n *notifier) handingOff(channel string) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := n.chans[channel]
+	return s != nil && s.awake()
+}
+
 // tried records that w made an attempt after being woken.
 func (n *notifier) tried(w *waiter) {
 	n.mu.Lock()
@@ -125,16 +146,27 @@ func (n *notifier) unregister(channel string, w *waiter) {
 	}
 }
 
-// wakeOne wakes the first barging waiter not woken already, and every fair
-// waiter.
+// wakeOne wakes the first barging waiter, unless one is awake already
+// (woken and not yet tried: it will try, or pass the wake-up on), and every
+// fair waiter.
 func (s *subscription) wakeOne() {
-	woke := false
+	awake := s.awake()
 	for _, w := range s.waiters {
-		if w.fair || (!woke && !w.pending) {
-			woke = woke || !w.fair
+		if w.fair || !awake {
+			awake = awake || !w.fair
 			w.signal()
 		}
 	}
+}
+
+// awake reports whether a barging waiter was woken and has not tried yet.
+func (s *subscription) awake() bool {
+	for _, w := range s.waiters {
+		if w.pending && !w.fair {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *subscription) wakeAll() {
