@@ -64,7 +64,7 @@ func main() {
 func run(ctx context.Context, out, logOut io.Writer) error {
 	start := time.Now()
 	say := newNarrator(out, start)
-	client, suffix, closeRedis, err := connect(ctx, say)
+	client, suffix, closeRedis, err := exampleredis.Connect(ctx, say)
 	if err != nil {
 		return err
 	}
@@ -201,19 +201,6 @@ func work(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-}
-
-// connect returns a client for REDIS_URL or an embedded Redis; closeRedis
-// stops whatever it started, and suffix makes names unique on a shared
-// server.
-func connect(ctx context.Context, say func(string, ...any)) (client *redis.Client, suffix string, closeRedis func(), err error) {
-	r, err := exampleredis.Start(ctx)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	say("redis: %s", r.About)
-	client = redis.NewClient(r.Options)
-	return client, r.Suffix, func() { client.Close(); r.Close() }, nil
 }
 
 // after runs fn in a goroutine once d has passed, unless stopped first.

@@ -50,8 +50,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tenure-go/tenure/internal/exampleredis"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -84,7 +82,7 @@ func run(ctx context.Context, out, logOut io.Writer) (err error) {
 	start := time.Now()
 	out = &lockedWriter{w: out}
 	say := newNarrator(out, start)
-	client, suffix, closeRedis, err := connect(ctx, say)
+	client, suffix, closeRedis, err := exampleredis.Connect(ctx, say)
 	if err != nil {
 		return err
 	}
@@ -287,19 +285,6 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-}
-
-// connect returns a client for REDIS_URL or an embedded Redis; closeRedis
-// stops whatever it started, and suffix makes names unique on a shared
-// server.
-func connect(ctx context.Context, say func(string, ...any)) (client *redis.Client, suffix string, closeRedis func(), err error) {
-	r, err := exampleredis.Start(ctx)
-	if err != nil {
-		return nil, "", nil, err
-	}
-	say("redis: %s", r.About)
-	client = redis.NewClient(r.Options)
-	return client, r.Suffix, func() { client.Close(); r.Close() }, nil
 }
 
 // newNarrator returns a printf for the narrative, safe for concurrent use,

@@ -89,3 +89,16 @@ func followRealTime(mr *miniredis.Miniredis) (stop func()) {
 	})
 	return func() { close(done); wg.Wait() }
 }
+
+// Connect is Start for an example that needs one client: it says which
+// server it uses, and returns a client, the name suffix, and a func that
+// closes the client and stops the server.
+func Connect(ctx context.Context, say func(string, ...any)) (client *redis.Client, suffix string, closeRedis func(), err error) {
+	r, err := Start(ctx)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	say("redis: %s", r.About)
+	client = redis.NewClient(r.Options)
+	return client, r.Suffix, func() { client.Close(); r.Close() }, nil
+}
