@@ -183,49 +183,8 @@ func TestCluster(t *testing.T) {
 	})
 
 	t.Run("FairOrder", func(t *testing.T) {
-		raw := cl.Client(t)
 		opts := []lease.Option{lease.WithTTL(time.Minute), lease.WithFair(true)}
-		managers := []*lease.Manager{newManager(t, cl.Client(t), opts...), newManager(t, cl.Client(t), opts...)}
-		holder, err := managers[0].Acquire(ctx, "fifo")
-		if err != nil {
-			t.Fatal(err)
-		}
-		const waiters = 4
-		var (
-			mu    sync.Mutex
-			order []int
-			wg    sync.WaitGroup
-		)
-		for i := range waiters {
-			wg.Go(func() {
-				l, err := managers[i%2].Acquire(ctx, "fifo")
-				if err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				order = append(order, i)
-				mu.Unlock()
-				time.Sleep(5 * time.Millisecond)
-				if err := l.Release(ctx); err != nil {
-					t.Error(err)
-				}
-			})
-			for start := time.Now(); raw.ZCard(ctx, "tenure:{fifo}:queue").Val() != int64(i+1); time.Sleep(time.Millisecond) {
-				if time.Since(start) > 10*time.Second {
-					t.Fatalf("waiter %d never queued", i)
-				}
-			}
-		}
-		if err := holder.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		wg.Wait()
-		for i, w := range order {
-			if w != i {
-				t.Fatalf("granted in order %v, want arrival order", order)
-			}
-		}
+		checkFairOrder(t, cl.Client(t), []*lease.Manager{newManager(t, cl.Client(t), opts...), newManager(t, cl.Client(t), opts...)}, 4)
 	})
 
 	t.Run("Exec", func(t *testing.T) {

@@ -112,7 +112,7 @@ func TestWaitersSurviveALostPubSubConnection(t *testing.T) {
 }
 
 // queueLen waits until name's fair queue holds n waiters.
-func queueLen(t *testing.T, raw *redis.Client, name string, n int) {
+func queueLen(t *testing.T, raw redis.Cmdable, name string, n int) {
 	t.Helper()
 	for start := time.Now(); raw.ZCard(context.Background(), "tenure:{"+name+"}:queue").Val() != int64(n); time.Sleep(time.Millisecond) {
 		if time.Since(start) > 10*time.Second {
@@ -125,25 +125,31 @@ func TestFairModeGrantsInArrivalOrderAcrossManagers(t *testing.T) {
 	srv := redistest.Start(t)
 	raw := srv.Client(t)
 	opts := []lease.Option{lease.WithTTL(time.Minute), lease.WithFair(true)}
-	managers := []*lease.Manager{newManager(t, srv.Client(t), opts...), newManager(t, srv.Client(t), opts...)}
+	checkFairOrder(t, raw, []*lease.Manager{newManager(t, srv.Client(t), opts...), newManager(t, srv.Client(t), opts...)}, 6)
+	if n := raw.Exists(context.Background(), "tenure:{fifo}:queue", "tenure:{fifo}:queue:expiry").Val(); n != 0 {
+		t.Fatal("the queue outlived its waiters")
+	}
+}
+
+// checkFairOrder queues waiters on the name "fifo", spread unevenly over
+// managers (fair mode), one after another, and checks that they are granted
+// it in that order.
+func checkFairOrder(t *testing.T, raw redis.Cmdable, managers []*lease.Manager, waiters int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-
 	holder, err := managers[0].Acquire(ctx, "fifo")
 	if err != nil {
 		t.Fatal(err)
 	}
-	const waiters = 6
 	var (
 		mu    sync.Mutex
 		order []int
 		wg    sync.WaitGroup
 	)
 	for i := range waiters {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			l, err := managers[(i*7/3)%2].Acquire(ctx, "fifo") // not alternating: both managers queue several
+		wg.Go(func() {
+			l, err := managers[(i*7/3)%len(managers)].Acquire(ctx, "fifo") // not alternating: a manager queues several
 			if err != nil {
 				t.Error(err)
 				return
@@ -155,7 +161,7 @@ func TestFairModeGrantsInArrivalOrderAcrossManagers(t *testing.T) {
 			if err := l.Release(ctx); err != nil {
 				t.Error(err)
 			}
-		}()
+		})
 		// Wait until waiter i has its place in the queue.
 		queueLen(t, raw, "fifo", i+1)
 	}
@@ -167,9 +173,6 @@ func TestFairModeGrantsInArrivalOrderAcrossManagers(t *testing.T) {
 		if w != i {
 			t.Fatalf("granted in order %v, want arrival order", order)
 		}
-	}
-	if n := raw.Exists(ctx, "tenure:{fifo}:queue", "tenure:{fifo}:queue:expiry").Val(); n != 0 {
-		t.Fatal("the queue outlived its waiters")
 	}
 }
 
