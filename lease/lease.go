@@ -176,9 +176,6 @@ func (l *Lease) release(ctx context.Context) error {
 	case err != nil:
 		return fmt.Errorf("tenure: release %q: %w", l.name, err)
 	}
-	if l.m.notify != nil {
-		l.m.notify.released(l.m.layout.Channel(l.name))
-	}
 	return nil
 }
 

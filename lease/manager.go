@@ -251,10 +251,11 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			m.notify.unregister(channel, w)
 		}
 	}()
-	if !a.fair && m.notify != nil && m.notify.handingOff(channel) {
-		// Another waiter of this manager was just woken to take the name:
-		// wait behind it instead of racing it for the name.
-		w, _ = m.notify.register(channel, false)
+	if !a.fair && m.notify != nil && m.notify.waiting(channel) {
+		// Others of this manager wait for the name: wait behind them for
+		// the next release instead of racing them (and, when the name was
+		// just released here, taking it back before they hear of it).
+		w, _ = m.notify.register(channel, false, 0)
 	}
 	for {
 		if w != nil && *attempts == 0 {
@@ -272,11 +273,12 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 		if !a.fair {
 			req.Token = newToken()
 		}
-		l, holderTTL, err := m.try(ctx, req, a)
+		l, res, err := m.try(ctx, req, a)
+		holderTTL := res.HolderTTL
 		if w != nil && err == nil {
 			// Answered the wake-up: nobody else need be woken for it, whether we
 			// won or someone elsewhere did.
-			m.notify.tried(w)
+			m.notify.tried(w, res.Arrival)
 		}
 		if l != nil || err != nil {
 			if err != nil && queued && !backend.MaybeApplied(err) {
@@ -307,7 +309,7 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 		}
 		if w == nil && m.notify != nil {
 			var armed bool
-			if w, armed = m.notify.register(channel, a.fair); armed {
+			if w, armed = m.notify.register(channel, a.fair, res.Arrival); armed {
 				// We listen now, but a release since our attempt went
 				// unheard: look again at once.
 				continue
@@ -352,16 +354,17 @@ func (m *Manager) leaveLater(req backend.Request) {
 }
 
 // try makes one attempt. It returns the lease, or when the name is held
-// (or the attempt came back too late to use) the holder's remaining TTL
-// (negative if unknown), or an error.
-func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig) (*Lease, time.Duration, error) {
+// (or the attempt came back too late to use) what the server said of the
+// holder (its remaining TTL, negative if unknown, and our place in a fair
+// queue), or an error.
+func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig) (*Lease, backend.Acquisition, error) {
 	name := req.Name
 	if !m.join(&m.ops) {
-		return nil, 0, ErrClosed
+		return nil, backend.Acquisition{}, ErrClosed
 	}
 	defer m.ops.Done()
 	if err := ctx.Err(); err != nil {
-		return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
+		return nil, backend.Acquisition{}, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
 	}
 	sent := time.Now()
 	var res backend.Acquisition
@@ -384,12 +387,12 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 			m.inBackground("abandoning an unanswered acquire", name, m.abandonOp(req))
 		}
 		if ctx.Err() != nil {
-			return nil, 0, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, errors.Join(context.Cause(ctx), err))
+			return nil, backend.Acquisition{}, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, errors.Join(context.Cause(ctx), err))
 		}
-		return nil, 0, fmt.Errorf("tenure: acquire %q: %w", name, err)
+		return nil, backend.Acquisition{}, fmt.Errorf("tenure: acquire %q: %w", name, err)
 	}
 	if !res.Acquired {
-		return nil, res.HolderTTL, nil
+		return nil, res, nil
 	}
 	l := &Lease{m: m, name: name, token: req.Token, fence: res.Fence, explicitInterval: a.interval > 0,
 		owner: req.Owner, exclusive: req.Exclusive, depth: 1}
@@ -397,7 +400,7 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 		// The reply took longer than the lease may be trusted for: it is
 		// useless, and holding it would only block the name.
 		m.releaseLater(m.requestItem(req, res))
-		return nil, 0, nil
+		return nil, backend.Acquisition{}, nil
 	}
 	l.acquired = time.Now()
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), leaseKey{}, l))
@@ -406,7 +409,7 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 	if m.closed {
 		l.cancel(ErrClosed)
 		m.releaseLater(m.requestItem(req, res))
-		return nil, 0, ErrClosed
+		return nil, backend.Acquisition{}, ErrClosed
 	}
 	item := req.Item()
 	l.entry, err = m.wd.Add(item, sent, a.renewInterval(), !a.noRenew, (*holder)(l))
@@ -414,7 +417,7 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 		panic("tenure: watchdog closed while the manager is open")
 	}
 	m.held[l] = struct{}{}
-	return l, 0, nil
+	return l, res, nil
 }
 
 // requestItem is what to release to undo a successful request nobody will

@@ -17,9 +17,10 @@ import (
 // A message wakes one barging waiter of the manager: it tries, and wins
 // unless a waiter elsewhere was quicker, in which case the name is held
 // again and everyone keeps waiting for its next release. Waking them all
-// would only have them all try and all but one fail. Fair waiters are all
-// woken, since only the one at the head of the queue can win and the
-// notifier does not know which it is.
+// would only have them all try and all but one fail. Of fair waiters it
+// wakes the one that joined the queue first: only the head of the queue can
+// win, and this manager's earliest waiter is the only one of its waiters
+// that may be it.
 //
 // Messages can be lost (a reconnection, a full buffer): a waiter never
 // relies on them alone. Its backoff step and the holder's TTL bound what a
@@ -44,8 +45,10 @@ type subscription struct {
 
 type waiter struct {
 	fair    bool
+	arrival int64         // when a fair waiter joined the queue: the queue's order
 	wake    chan struct{} // capacity 1
 	pending bool          // woken, and has not tried since
+	again   bool          // woken again while pending: its attempt may have gone before the release
 }
 
 func newNotifier(client redis.UniversalClient) *notifier {
@@ -56,7 +59,7 @@ func newNotifier(client redis.UniversalClient) *notifier {
 // subscription is confirmed already: a release from now on wakes the
 // waiter, but one since its last attempt did not, so it must try again now.
 // Otherwise the confirmation will wake it. A closed notifier returns nil.
-func (n *notifier) register(channel string, fair bool) (w *waiter, armed bool) {
+func (n *notifier) register(channel string, fair bool, arrival int64) (w *waiter, armed bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -67,7 +70,7 @@ func (n *notifier) register(channel string, fair bool) (w *waiter, armed bool) {
 		n.ps = n.client.Subscribe(context.Background())
 		go n.receive()
 	}
-	w = &waiter{fair: fair, wake: make(chan struct{}, 1)}
+	w = &waiter{fair: fair, arrival: arrival, wake: make(chan struct{}, 1)}
 	s := n.chans[channel]
 	if s == nil {
 		s = &subscription{}
@@ -89,32 +92,39 @@ func (n *notifier) subscribe(channel string, s *subscription) {
 	}
 }
 
-// released wakes the manager's own waiters on channel at once, without
-// waiting for the release message to come back from the server: a local
-// handoff costs no pub/sub round trip.
-func (n *notifier) released(channel string) {
+// waiting reports whether barging waiters of this manager wait for
+// channel: an acquire that starts now waits its turn behind them rather
+// than barging in (above all, a holder that released and asks again at
+// once, before its release message has woken them).
+func (n *notifier) waiting(channel string) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if s := n.chans[channel]; s != nil {
-		s.wakeOne()
+		for _, w := range s.waiters {
+			if !w.fair {
+				return true
+			}
+		}
 	}
+	return false
 }
 
-// handingOff reports whether a waiter on channel was woken and is about to
-// try: an acquire that starts now waits its turn behind it rather than
-// barging in (above all, a holder that released and asks again at once).
-func (n *notifier) handingOff(channel string) bool {
+// tried records that w made an attempt after being woken, and for a fair
+// waiter when the queue has it joining (later than before if the queue had
+// forgotten it).
+func (n *notifier) tried(w *waiter, arrival int64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	s := n.chans[channel]
-	return s != nil && s.awake()
-}
-
-// tried records that w made an attempt after being woken.
-func (n *notifier) tried(w *waiter) {
-	n.mu.Lock()
 	w.pending = false
-	n.mu.Unlock()
+	if arrival != 0 {
+		w.arrival = arrival
+	}
+	if w.again {
+		// A release came while the attempt was on its way, perhaps after
+		// the server answered it: look once more.
+		w.again = false
+		w.signal()
+	}
 }
 
 // unregister removes w. A waiter that leaves without having tried since it
@@ -146,14 +156,30 @@ func (n *notifier) unregister(channel string, w *waiter) {
 	}
 }
 
-// wakeOne wakes the first barging waiter, unless one is awake already
-// (woken and not yet tried: it will try, or pass the wake-up on), and every
-// fair waiter.
+// wakeOne wakes the first barging waiter and the earliest fair waiter,
+// unless such a waiter is awake already (woken and not yet tried: it will
+// try, or pass the wake-up on); that one is woken once more after its
+// attempt, which may have reached the server before the release did.
 func (s *subscription) wakeOne() {
-	awake := s.awake()
+	var first, head *waiter
 	for _, w := range s.waiters {
-		if w.fair || !awake {
-			awake = awake || !w.fair
+		switch {
+		case w.pending && w.fair:
+			head = w
+		case w.pending:
+			first = w
+		case w.fair && (head == nil || (!head.pending && w.arrival < head.arrival)):
+			head = w
+		case !w.fair && first == nil:
+			first = w
+		}
+	}
+	for _, w := range []*waiter{first, head} {
+		switch {
+		case w == nil:
+		case w.pending:
+			w.again = true
+		default:
 			w.signal()
 		}
 	}

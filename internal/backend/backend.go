@@ -98,6 +98,10 @@ type Acquisition struct {
 	// remaining TTL, or the time the fair queue's head may still take.
 	// Negative when the holder's key has no expiry.
 	HolderTTL time.Duration
+	// Arrival is when a fair request that was not Acquired joined the
+	// queue (server time in microseconds): the queue's order. It is 0 for a
+	// barging request.
+	Arrival int64
 }
 
 // Backend stores leases.

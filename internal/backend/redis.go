@@ -105,11 +105,15 @@ func acquisition(vals []int64) (Acquisition, error) {
 	switch {
 	case len(vals) == 3 && vals[0] == 1:
 		return Acquisition{Acquired: true, Fence: vals[1], Count: vals[2]}, nil
-	case len(vals) == 2 && vals[0] == 0:
+	case (len(vals) == 2 || len(vals) == 3) && vals[0] == 0:
+		a := Acquisition{HolderTTL: time.Duration(vals[1]) * time.Millisecond}
 		if vals[1] < 0 {
-			return Acquisition{HolderTTL: -1}, nil
+			a.HolderTTL = -1
 		}
-		return Acquisition{HolderTTL: time.Duration(vals[1]) * time.Millisecond}, nil
+		if len(vals) == 3 {
+			a.Arrival = vals[2]
+		}
+		return a, nil
 	}
 	return Acquisition{}, fmt.Errorf("acquire script: unexpected reply %v", vals)
 }

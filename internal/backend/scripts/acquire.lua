@@ -22,11 +22,13 @@
 --                    a request whose reply was lost gets the first answer), or a
 --                    reentrant lock by ARGV[3], entered count times; the fence is
 --                    the one of the acquisition that took the free name;
---          {0, wait} when the name is held by another holder or kind, or free but
+--          {0, wait[, arrival]} when the name is held by another holder or kind, or free but
 --                    promised to the head of the queue: wait is how long, in
 --                    milliseconds, before it could be free even if nobody lets
 --                    go (the holder's TTL, or the queue head's expiry), -1 when
---                    it never expires;
+--                    it never expires; a fair request also gets when it
+--                    joined the queue (its score: server time in us), which
+--                    orders the waiters of one process as the queue does;
 --          {0, -2}   when its sender already gave this request up (it arrived
 --                    after abandon.lua ran): nothing is touched.
 --
@@ -145,5 +147,8 @@ if wait == -2 and head and head ~= token then
   if until_ms then
     wait = math.max(0, tonumber(until_ms) - now_ms)
   end
+end
+if patience > 0 then
+  return {0, wait, tonumber(redis.call('ZSCORE', KEYS[4], token))}
 end
 return {0, wait}
