@@ -57,11 +57,10 @@
 // channel only while someone waits for it. A release message wakes one
 // waiter of each manager rather than all of them, so a handoff costs a
 // message and an attempt, not a stampede: the one woken wins unless a waiter
-// elsewhere was quicker, and the rest wait for the next release. A release
-// wakes its own manager's waiters at once, without waiting for its message,
-// and an Acquire that finds a waiter just woken waits behind it: a holder
-// that releases and asks again does not take the name straight back. A
-// message lost to a reconnection costs at most one backoff step.
+// elsewhere was quicker, and the rest wait for the next release. An Acquire
+// that finds waiters of its own manager on the name waits behind them: a
+// holder that releases and asks again does not take the name straight back.
+// A message lost to a reconnection costs at most one backoff step.
 //
 // By default whoever asks first after a release wins (barging). WithFair(true)
 // grants the name to waiters in the order they first asked, across managers
