@@ -228,7 +228,7 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 		if err != nil {
 			return nil, err
 		}
-		if l == nil {
+		if l == nil || !m.handOver(l) {
 			return nil, fmt.Errorf("%w: %q", ErrNotAcquired, name)
 		}
 		return l, nil
@@ -280,13 +280,23 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			// won or someone elsewhere did.
 			m.notify.tried(w, res.Arrival)
 		}
-		if l != nil || err != nil {
-			if err != nil && queued && !backend.MaybeApplied(err) {
+		if l != nil {
+			if w != nil {
+				m.notify.unregister(channel, w)
+				w = nil
+			}
+			if m.handOver(l) {
+				return l, nil
+			}
+			// Too late to hand over: try again, as for a held name.
+		}
+		if err != nil {
+			if queued && !backend.MaybeApplied(err) {
 				// Tried and failed outright: the queue must not keep
 				// our place for the others to wait behind.
 				m.leaveLater(req)
 			}
-			return l, err
+			return nil, err
 		}
 		queued = a.fair
 		if policy == nil {
@@ -340,6 +350,25 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			return nil, ErrClosed
 		}
 	}
+}
+
+// handOver reports whether l may still be handed to the caller: its local
+// deadline has not passed. try checks the reply's delay, but the caller
+// gets the lease later, and a stall in between (a descheduled goroutine, a
+// lock) must not hand over a lease whose context should be cancelled
+// already (S1). A lease too late is ended and released in the background.
+func (m *Manager) handOver(l *Lease) bool {
+	if time.Now().Before(l.Deadline()) {
+		return true
+	}
+	if m.wd.Remove(l.entry) == nil {
+		l.end(ErrLost)
+	}
+	if m.join(&m.ops) {
+		m.releaseLater(l.item())
+		m.ops.Done()
+	}
+	return false
 }
 
 // leaveLater takes a fair waiter that gives up out of the queue, in the

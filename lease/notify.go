@@ -25,21 +25,28 @@ import (
 // Messages can be lost (a reconnection, a full buffer): a waiter never
 // relies on them alone. Its backoff step and the holder's TTL bound what a
 // lost message costs.
+//
+// Round trips to the server (SUBSCRIBE, UNSUBSCRIBE, a new connection) are
+// made under io, never under mu: a waiter that just won a name must never
+// wait on the network to leave the list (it holds a lease whose deadline
+// runs).
 type notifier struct {
 	client redis.UniversalClient
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
-	chans   map[string]*subscription
+	chans   map[string]*subscription // the channels waited on
 	closed  bool
 	started bool
 	done    chan struct{} // closed by close
 	stopped chan struct{} // closed when the receiver has returned
+
+	io         sync.Mutex      // orders SUBSCRIBE and UNSUBSCRIBE; held over round trips
+	subscribed map[string]bool // what io last asked of the server; guarded by io
 }
 
 type subscription struct {
 	waiters []*waiter // in arrival order
-	pending int       // SUBSCRIBE commands sent and not yet confirmed
 	armed   bool      // confirmed: releases from now on are heard
 }
 
@@ -52,7 +59,8 @@ type waiter struct {
 }
 
 func newNotifier(client redis.UniversalClient) *notifier {
-	return &notifier{client: client, chans: map[string]*subscription{}, done: make(chan struct{}), stopped: make(chan struct{})}
+	return &notifier{client: client, chans: map[string]*subscription{}, subscribed: map[string]bool{},
+		done: make(chan struct{}), stopped: make(chan struct{})}
 }
 
 // register adds a waiter for channel. armed reports that the channel's
@@ -61,35 +69,55 @@ func newNotifier(client redis.UniversalClient) *notifier {
 // Otherwise the confirmation will wake it. A closed notifier returns nil.
 func (n *notifier) register(channel string, fair bool, arrival int64) (w *waiter, armed bool) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	if n.closed {
+		n.mu.Unlock()
 		return nil, false
 	}
 	if !n.started {
 		n.started = true
-		n.ps = n.client.Subscribe(context.Background())
+		n.ps = n.client.Subscribe(context.Background()) // connects on first use
 		go n.receive()
 	}
 	w = &waiter{fair: fair, arrival: arrival, wake: make(chan struct{}, 1)}
 	s := n.chans[channel]
-	if s == nil {
+	fresh := s == nil
+	if fresh {
 		s = &subscription{}
 		n.chans[channel] = s
-		n.subscribe(channel, s)
 	}
 	s.waiters = append(s.waiters, w)
-	return w, s.armed
+	armed = s.armed
+	n.mu.Unlock()
+	if fresh {
+		n.sync(channel)
+	}
+	return w, armed
 }
 
-// subscribe sends SUBSCRIBE; the receiver arms the subscription when the
-// server confirms it. A failed write leaves it unarmed: waiters then poll
-// until the connection comes back and go-redis resubscribes.
-func (n *notifier) subscribe(channel string, s *subscription) {
+// sync makes the server's subscription to channel what the waiters want:
+// SUBSCRIBE while someone waits, UNSUBSCRIBE when nobody does. It reads what
+// is wanted under io, so that a SUBSCRIBE and an UNSUBSCRIBE decided in one
+// order never reach the server in the other. The receiver arms the
+// subscription when the server confirms it; a failed SUBSCRIBE leaves it
+// unarmed, and waiters poll until the connection is replaced.
+func (n *notifier) sync(channel string) {
+	n.io.Lock()
+	defer n.io.Unlock()
+	n.mu.Lock()
+	want := n.chans[channel] != nil && !n.closed
+	ps := n.ps
+	n.mu.Unlock()
+	if want == n.subscribed[channel] {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if err := n.ps.Subscribe(ctx, channel); err == nil {
-		s.pending++
+	if want {
+		n.subscribed[channel] = ps.Subscribe(ctx, channel) == nil
+		return
 	}
+	delete(n.subscribed, channel)
+	_ = ps.Unsubscribe(ctx, channel)
 }
 
 // waiting reports whether barging waiters of this manager wait for
@@ -131,9 +159,9 @@ func (n *notifier) tried(w *waiter, arrival int64) {
 // was woken passes the wake-up on, so that no release goes unanswered.
 func (n *notifier) unregister(channel string, w *waiter) {
 	n.mu.Lock()
-	defer n.mu.Unlock()
 	s := n.chans[channel]
 	if s == nil {
+		n.mu.Unlock()
 		return
 	}
 	for i, x := range s.waiters {
@@ -142,17 +170,15 @@ func (n *notifier) unregister(channel string, w *waiter) {
 			break
 		}
 	}
-	if len(s.waiters) > 0 {
-		if w.pending {
-			s.wakeOne()
-		}
-		return
+	last := len(s.waiters) == 0
+	if last {
+		delete(n.chans, channel)
+	} else if w.pending {
+		s.wakeOne()
 	}
-	delete(n.chans, channel)
-	if !n.closed {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = n.ps.Unsubscribe(ctx, channel)
+	n.mu.Unlock()
+	if last {
+		n.sync(channel)
 	}
 }
 
@@ -232,15 +258,10 @@ func (n *notifier) receive() {
 			}
 		case *redis.Subscription:
 			if s := n.chans[msg.Channel]; s != nil && msg.Kind == "subscribe" {
-				if s.pending > 0 {
-					s.pending--
-				}
-				if s.pending == 0 {
-					// Armed, or re-armed after a reconnection that may
-					// have lost messages: every waiter looks again.
-					s.armed = true
-					s.wakeAll()
-				}
+				// Armed, or re-armed after a reconnection that may have
+				// lost messages: every waiter looks again.
+				s.armed = true
+				s.wakeAll()
 			}
 		}
 		var ne net.Error
@@ -257,16 +278,14 @@ func (n *notifier) receive() {
 			pinged = ps.Ping(ctx) == nil
 			cancel()
 			if !pinged {
-				n.mu.Lock()
 				n.reopen()
-				n.mu.Unlock()
 			}
 		case timeout:
 			// The ping went unanswered: the connection is dead but not
 			// broken (a black hole). Start over on a fresh one.
 			pinged = false
-			n.reopen()
 			n.mu.Unlock()
+			n.reopen()
 		default:
 			// The connection broke; go-redis reconnects and resubscribes
 			// on the next receive. Messages may have been lost meanwhile,
@@ -286,17 +305,36 @@ func (n *notifier) receive() {
 }
 
 // reopen replaces the pub/sub connection and subscribes again to every
-// channel waited on; the waiters look for themselves meanwhile. n.mu is held.
+// channel waited on; the waiters look for themselves meanwhile.
 func (n *notifier) reopen() {
+	n.io.Lock()
+	defer n.io.Unlock()
+	n.mu.Lock()
 	if n.closed {
+		n.mu.Unlock()
 		return
 	}
-	_ = n.ps.Close()
+	old := n.ps
 	n.ps = n.client.Subscribe(context.Background())
+	ps := n.ps
+	channels := make([]string, 0, len(n.chans))
 	for ch, s := range n.chans {
-		s.pending, s.armed = 0, false
+		s.armed = false
 		s.wakeAll()
-		n.subscribe(ch, s)
+		channels = append(channels, ch)
+	}
+	n.mu.Unlock()
+	_ = old.Close()
+	clear(n.subscribed)
+	if len(channels) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if ps.Subscribe(ctx, channels...) == nil {
+		for _, ch := range channels {
+			n.subscribed[ch] = true
+		}
 	}
 }
 
@@ -311,11 +349,15 @@ func (n *notifier) close() {
 	n.closed = true
 	close(n.done)
 	started := n.started
-	ps := n.ps
 	n.mu.Unlock()
 	if !started {
 		return
 	}
+	n.io.Lock() // no SUBSCRIBE is under way, and reopen sees closed
+	n.mu.Lock()
+	ps := n.ps
+	n.mu.Unlock()
 	_ = ps.Close()
+	n.io.Unlock()
 	<-n.stopped
 }
