@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
@@ -55,7 +54,7 @@ func testMain(m *testing.M) int {
 	code := m.Run()
 	_ = srv.Stop()
 	if code == 0 {
-		if err := goleak.Find(); err != nil {
+		if err := redistest.Leaks(); err != nil {
 			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}

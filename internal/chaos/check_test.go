@@ -2,15 +2,26 @@ package chaos
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/tenure-go/tenure/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if code == 0 {
+		if err := redistest.Leaks(); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
 
