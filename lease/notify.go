@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -40,6 +41,8 @@ type notifier struct {
 	started bool
 	done    chan struct{} // closed by close
 	stopped chan struct{} // closed when the receiver has returned
+
+	barging atomic.Int64 // barging waiters registered, for waiting's fast path
 
 	io         sync.Mutex      // orders SUBSCRIBE and UNSUBSCRIBE; held over round trips
 	subscribed map[string]bool // what io last asked of the server; guarded by io
@@ -79,6 +82,9 @@ func (n *notifier) register(channel string, fair bool, arrival int64) (w *waiter
 		go n.receive()
 	}
 	w = &waiter{fair: fair, arrival: arrival, wake: make(chan struct{}, 1)}
+	if !fair {
+		n.barging.Add(1)
+	}
 	s := n.chans[channel]
 	fresh := s == nil
 	if fresh {
@@ -125,6 +131,9 @@ func (n *notifier) sync(channel string) {
 // than barging in (above all, a holder that released and asks again at
 // once, before its release message has woken them).
 func (n *notifier) waiting(channel string) bool {
+	if n.barging.Load() == 0 {
+		return false // the common case, and no lock every acquire shares
+	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if s := n.chans[channel]; s != nil {
@@ -167,6 +176,9 @@ func (n *notifier) unregister(channel string, w *waiter) {
 	for i, x := range s.waiters {
 		if x == w {
 			s.waiters = append(s.waiters[:i], s.waiters[i+1:]...)
+			if !w.fair {
+				n.barging.Add(-1)
+			}
 			break
 		}
 	}
@@ -209,16 +221,6 @@ func (s *subscription) wakeOne() {
 			w.signal()
 		}
 	}
-}
-
-// awake reports whether a barging waiter was woken and has not tried yet.
-func (s *subscription) awake() bool {
-	for _, w := range s.waiters {
-		if w.pending && !w.fair {
-			return true
-		}
-	}
-	return false
 }
 
 func (s *subscription) wakeAll() {
