@@ -183,10 +183,11 @@ func (l *Lease) release(ctx context.Context) error {
 // takes back its entries, or the owner's whole count when the owner is the
 // lease's alone (whatever timed-out entries may have added).
 func (l *Lease) item() backend.Item {
+	ttl := l.entry.TTL()
 	if l.owner == "" {
-		return backend.Item{Name: l.name, Token: l.token}
+		return backend.Item{Name: l.name, Token: l.token, TTL: ttl}
 	}
-	it := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Op: l.token}
+	it := backend.Item{Name: l.name, Token: l.owner, TTL: ttl, Reentrant: true, Op: l.token}
 	if !l.exclusive {
 		l.mu.Lock()
 		it.Count = l.depth

@@ -47,7 +47,8 @@ type Item struct {
 	Name string
 	// Token is a lease's token; for a reentrant lock it is the owner.
 	Token string
-	// TTL is the TTL a renewal sets.
+	// TTL is the TTL a renewal sets. A Release uses it to bound how long
+	// the release is remembered once the name is free; 0 means unknown.
 	TTL time.Duration
 	// Reentrant marks a reentrant lock.
 	Reentrant bool

@@ -58,9 +58,21 @@ func (l Layout) Retired(name, token string) string {
 	return l.Prefix + "{" + name + "}:retired:" + token
 }
 
-// retiredFor is how long a release or re-entry is remembered: longer than a
-// client library keeps resending a request whose reply was lost.
+// retiredFor is how long a release or re-entry that leaves its owner
+// holding the name is remembered: longer than a client library keeps
+// resending a request whose reply was lost.
 const retiredFor = 10 * time.Second
+
+// retiredFree is how long a release that frees the name is remembered:
+// retiredFor, but no longer than the lease's TTL (when known), so that no
+// key of a name outlives its last holder by more than a TTL. A copy resent
+// later finds nothing of its holder to take.
+func retiredFree(ttl time.Duration) time.Duration {
+	if ttl > 0 && ttl < retiredFor {
+		return ttl
+	}
+	return retiredFor
+}
 
 // Queue is the name's fair queue, P{N}:queue: waiting tokens by arrival.
 func (l Layout) Queue(name string) string { return l.Prefix + "{" + name + "}:queue" }
@@ -145,7 +157,7 @@ func (r *Redis) Leave(ctx context.Context, req Request) error {
 
 // Reenter runs reenter.lua.
 func (r *Redis) Reenter(ctx context.Context, it Item) (int64, error) {
-	keys := []string{r.layout.Lease(it.Name), r.layout.Retired(it.Name, it.op())}
+	keys := []string{r.layout.Lease(it.Name), r.layout.Retired(it.Name, it.op()), r.layout.Fence(it.Name)}
 	n, err := reenterScript.Run(ctx, r.client, keys, it.Token, it.TTL.Milliseconds(), retiredFor.Milliseconds()).Int64()
 	switch {
 	case err != nil:
@@ -172,7 +184,7 @@ func (r *Redis) renewArgs(it Item) ([]string, []any) {
 	if it.Reentrant {
 		kind = "h"
 	}
-	return []string{r.layout.Lease(it.Name)}, []any{it.Token, it.TTL.Milliseconds(), kind}
+	return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name)}, []any{it.Token, it.TTL.Milliseconds(), kind}
 }
 
 // Release runs release.lua for every item in one pipeline.
@@ -183,7 +195,7 @@ func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
 			count = strconv.Itoa(it.Count)
 		}
 		keys := []string{r.layout.Lease(it.Name), r.layout.Retired(it.Name, it.op())}
-		return keys, []any{it.Token, r.layout.Channel(it.Name), count, retiredFor.Milliseconds()}
+		return keys, []any{it.Token, r.layout.Channel(it.Name), count, retiredFor.Milliseconds(), retiredFree(it.TTL).Milliseconds()}
 	})
 }
 

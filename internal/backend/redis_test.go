@@ -31,8 +31,9 @@ func TestAcquireScript(t *testing.T) {
 	if ttl := raw.PTTL(ctx, "p:{n}").Val(); ttl <= 59*time.Second {
 		t.Fatalf("TTL %v", ttl)
 	}
-	if raw.TTL(ctx, "p:{n}:fence").Val() != -1 {
-		t.Fatal("fence counter has a TTL")
+	// The counter lives as long as the lock key (S6): it expires with it.
+	if ttl := raw.PTTL(ctx, "p:{n}:fence").Val(); ttl <= 59*time.Second || ttl > time.Minute {
+		t.Fatalf("fence counter TTL %v, want the lease's", ttl)
 	}
 
 	// Resending the same request (a client retry) answers the same.
@@ -58,8 +59,102 @@ func TestAcquireScript(t *testing.T) {
 		t.Fatal(errs[0])
 	}
 	d, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok3", TTL: time.Minute})
-	if err != nil || !d.Acquired || d.Fence != a.Fence+1 {
+	if err != nil || !d.Acquired || d.Fence <= a.Fence {
 		t.Fatalf("next: %+v %v", d, err)
+	}
+}
+
+// S5: a fence is max(counter + 1, server time in us), so neither a counter
+// that went back (an older snapshot, a lagged replica) nor one that is ahead
+// of the clock makes a fence repeat.
+func TestAcquireFenceIsMaxOfCounterAndClock(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	be := backend.NewRedis(srv.Client(t), "p:")
+	ctx := context.Background()
+	release := func(name, tok string) {
+		t.Helper()
+		errs := []error{nil}
+		be.Release(ctx, []backend.Item{{Name: name, Token: tok}}, errs)
+		if errs[0] != nil {
+			t.Fatal(errs[0])
+		}
+	}
+
+	a, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "t1", TTL: time.Minute})
+	if err != nil || !a.Acquired {
+		t.Fatalf("%+v %v", a, err)
+	}
+	release("n", "t1")
+	// The counter went back, as after a restart from an older snapshot.
+	raw.Set(ctx, "p:{n}:fence", a.Fence-1000, time.Minute)
+	b, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "t2", TTL: time.Minute})
+	if err != nil || !b.Acquired || b.Fence <= a.Fence {
+		t.Fatalf("after the counter went back to %d: %+v %v, want a fence above %d", a.Fence-1000, b, err, a.Fence)
+	}
+	if got, _ := raw.Get(ctx, "p:{n}:fence").Int64(); got != b.Fence {
+		t.Fatalf("counter %d, want the fence handed out, %d, written back", got, b.Fence)
+	}
+	release("n", "t2")
+
+	// A counter ahead of the clock (a host whose clock stepped back a
+	// little) still gives counter + 1.
+	ahead := b.Fence + 3_600_000_000
+	raw.Set(ctx, "p:{n}:fence", ahead, time.Minute)
+	c, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "t3", TTL: time.Minute})
+	if err != nil || !c.Acquired || c.Fence != ahead+1 {
+		t.Fatalf("counter ahead of the clock: %+v %v, want %d", c, err, ahead+1)
+	}
+	release("n", "t3")
+
+	// A reentrant lock's first entry takes a fence by the same rule.
+	raw.Set(ctx, "p:{r}:fence", 5, 0)
+	r, err := be.Acquire(ctx, backend.Request{Name: "r", Token: "op", Owner: "o", TTL: time.Minute})
+	if err != nil || !r.Acquired || r.Fence <= a.Fence {
+		t.Fatalf("reentrant after a counter of 5: %+v %v, want a fence above %d", r, err, a.Fence)
+	}
+	if ttl := raw.PTTL(ctx, "p:{r}:fence").Val(); ttl <= 0 {
+		t.Fatalf("counter TTL %v after a reentrant acquisition", ttl)
+	}
+}
+
+// The counter's TTL follows the lock key's: renewals and re-entries that
+// lengthen the key lengthen the counter, so a held name always has it.
+func TestFenceCounterLivesWithTheLock(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	be := backend.NewRedis(srv.Client(t), "p:")
+	ctx := context.Background()
+	if _, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok", TTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	errs := []error{nil}
+	be.Renew(ctx, []backend.Item{{Name: "n", Token: "tok", TTL: time.Minute}}, errs)
+	if ttl := raw.PTTL(ctx, "p:{n}:fence").Val(); errs[0] != nil || ttl <= 59*time.Second {
+		t.Fatalf("counter TTL %v after a renewal to 1m (%v)", ttl, errs[0])
+	}
+	// A counter left without a TTL (by an older version) gets one.
+	raw.Persist(ctx, "p:{n}:fence")
+	be.Renew(ctx, []backend.Item{{Name: "n", Token: "tok", TTL: time.Second}}, errs)
+	if ttl := raw.PTTL(ctx, "p:{n}:fence").Val(); errs[0] != nil || ttl <= 59*time.Second || ttl > time.Minute {
+		t.Fatalf("counter TTL %v after a renewal that must not shorten the 1m lease (%v)", ttl, errs[0])
+	}
+
+	if _, err := be.Acquire(ctx, backend.Request{Name: "r", Token: "op", Owner: "o", TTL: time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := be.Reenter(ctx, backend.Item{Name: "r", Token: "o", TTL: time.Minute, Reentrant: true}); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := raw.PTTL(ctx, "p:{r}:fence").Val(); ttl <= 59*time.Second {
+		t.Fatalf("counter TTL %v after a re-entry with 1m", ttl)
+	}
+	a, err := be.Acquire(ctx, backend.Request{Name: "r", Token: "op2", Owner: "o", TTL: 2 * time.Minute})
+	if err != nil || !a.Acquired || a.Count != 3 {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if ttl := raw.PTTL(ctx, "p:{r}:fence").Val(); ttl <= 119*time.Second {
+		t.Fatalf("counter TTL %v after an acquire's re-entry with 2m", ttl)
 	}
 }
 

@@ -4,7 +4,8 @@
 -- -> count), and for both ways of waiting: barging, and fair (a queue).
 --
 -- KEYS[1]  the lock key, P{N}
--- KEYS[2]  the fencing counter, P{N}:fence (never expires)
+-- KEYS[2]  the fencing counter, P{N}:fence: it lives as long as the lock key
+--          (every script that sets the lock key's TTL sets the counter's)
 -- KEYS[3]  the marker abandon.lua leaves for this request, P{N}:retired:<token>
 -- KEYS[4]  the fair queue, P{N}:queue: a sorted set of waiting tokens by arrival
 -- KEYS[5]  when each queued token is forgotten, P{N}:queue:expiry: a sorted
@@ -32,24 +33,35 @@
 --          {0, -2}   when its sender already gave this request up (it arrived
 --                    after abandon.lua ran): nothing is touched.
 --
--- The counter is seeded from the server clock in microseconds when it is
--- missing (INCR then answers 1), so a restart that lost every key still hands
--- out larger tokens than before (unless the Redis host's clock went
--- backwards). Fences stay exact in Lua's doubles until 2^53 us, in 2255.
+-- Every new fence is max(counter + 1, server TIME in microseconds), written
+-- back (safety property S5). The clock term makes fences strictly increase
+-- whatever data Redis comes back with: a counter lost in a restart, rolled
+-- back to an older RDB snapshot or AOF tail, or left behind on a replica
+-- that lagged and was promoted, is below the current time (unless the Redis
+-- host's clock went backwards). The counter term keeps fences increasing
+-- when two grants fall in one microsecond or the clock steps back a little
+-- while the counter lives. So the counter may expire with the lock key, and
+-- does: no key of a name outlives it (S6). Fences stay exact in Lua's
+-- doubles until 2^53 us, in 2255.
 local token, ttl, owner, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
 
 local function fence()
-  local f = redis.pcall('INCR', KEYS[2])
-  if type(f) == 'table' then
-    return f
+  local counter = redis.pcall('GET', KEYS[2])
+  if type(counter) == 'table' then
+    return counter
   end
-  if f == 1 then
-    -- The counter was missing: seed it from the server clock.
-    local now = redis.call('TIME')
-    local seed = now[1] .. string.format('%06d', tonumber(now[2]))
-    redis.call('SET', KEYS[2], seed)
-    f = tonumber(seed)
+  local now = redis.call('TIME')
+  local f = tonumber(now[1]) * 1000000 + tonumber(now[2])
+  if counter then
+    local c = tonumber(counter)
+    if not c or c ~= math.floor(c) then
+      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' is not an integer')
+    end
+    if c + 1 > f then
+      f = c + 1
+    end
   end
+  redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ttl)
   return f
 end
 
@@ -66,6 +78,7 @@ if owner ~= '' and redis.pcall('HEXISTS', KEYS[1], owner) == 1 then
   local count = redis.call('HINCRBY', KEYS[1], owner, 1)
   if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
     redis.call('PEXPIRE', KEYS[1], ttl)
+    redis.call('PEXPIRE', KEYS[2], ttl)
   end
   if patience > 0 then
     redis.call('ZREM', KEYS[4], token)

@@ -1,8 +1,9 @@
 -- raise.lua: quorum mode's second step of an acquire. The nodes of a
--- majority hand out fences from counters of their own; the acquisition's
--- fence is the largest, and every node of the majority raises its counter
--- to it, so that whoever acquires the name next (on a majority, which meets
--- this one) gets a larger fence from at least one node.
+-- majority hand out fences of their own (acquire.lua: max(counter + 1,
+-- that node's clock)); the acquisition's fence is the largest, and every
+-- node of the majority raises its counter to it, so that whoever acquires
+-- the name next (on a majority, which meets this one) gets a larger fence
+-- from at least one node.
 --
 -- KEYS[1]  the lock key, P{N}
 -- KEYS[2]  the fencing counter, P{N}:fence
@@ -10,7 +11,8 @@
 -- ARGV[2]  the acquisition's fence
 --
 -- Returns  1 when ARGV[1] still holds the name here: the counter is now at
---            least ARGV[2] (it never goes down);
+--            least ARGV[2] (it never goes down) and lives as long as the
+--            lock key;
 --          0 when it does not (the key expired or was taken over): nothing
 --            is touched, and this node does not count towards the majority.
 if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
@@ -18,6 +20,11 @@ if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
 end
 local f = tonumber(redis.call('GET', KEYS[2]) or '0')
 if f < tonumber(ARGV[2]) then
-  redis.call('SET', KEYS[2], ARGV[2])
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then
+    redis.call('SET', KEYS[2], ARGV[2], 'PX', left)
+  else
+    redis.call('SET', KEYS[2], ARGV[2], 'KEEPTTL')
+  end
 end
 return 1

@@ -4,6 +4,7 @@
 --
 -- KEYS[1]  the lock key, P{N}
 -- KEYS[2]  this re-entry's marker, P{N}:retired:<op>
+-- KEYS[3]  the fencing counter, P{N}:fence
 -- ARGV[1]  the owner
 -- ARGV[2]  the TTL in milliseconds (the key's TTL is never shortened)
 -- ARGV[3]  how long to remember this re-entry, in milliseconds
@@ -22,5 +23,6 @@ local count = redis.call('HINCRBY', KEYS[1], ARGV[1], 1)
 redis.call('SET', KEYS[2], count, 'PX', ARGV[3])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
 end
 return count

@@ -6,7 +6,11 @@
 -- ARGV[2]  the name's release channel, P{N}:released
 -- ARGV[3]  '' for a lease; for a reentrant lock, how many entries of the
 --          owner to take back, '0' for all of them
--- ARGV[4]  how long to remember this release, in milliseconds
+-- ARGV[4]  how long to remember a release that leaves the owner holding
+--          the name (a reentrant lock's inner exit), in milliseconds
+-- ARGV[5]  how long to remember a release that frees the name, in
+--          milliseconds: no longer than the lease's TTL, so that no key of a
+--          name outlives its last holder by more than a TTL (S6)
 --
 -- Returns  1 when ARGV[1] held the name: a lease is deleted; a reentrant
 --            lock's owner count goes down, and at zero the owner's field goes,
@@ -14,9 +18,12 @@
 --            message is published on ARGV[2];
 --          0 when the name is free or held by another token, owner or kind:
 --            nothing is touched.
--- A release is remembered for ARGV[4] ms: a copy a client library resends
--- after losing the reply is answered 1 again, and neither reports "not held"
--- for a lease it just released nor takes back a reentrant entry twice.
+-- A release is remembered: a copy a client library resends after losing the
+-- reply is answered 1 again, and neither reports "not held" for a lease it
+-- just released nor takes back a reentrant entry twice. An inner exit must
+-- be remembered for as long as resends may come, since applying it twice
+-- would free the name under its owner; once the name is free, a late copy
+-- finds nothing of its owner to take, so a short memory is safe.
 -- pcall: GET or HGET on a key of another kind is an error reply, which is
 -- simply "not this holder".
 if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -27,7 +34,7 @@ if ARGV[3] == '' then
     return 0
   end
   redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[5])
   redis.call('PUBLISH', ARGV[2], 'released')
   return 1
 end
@@ -36,12 +43,13 @@ if type(count) ~= 'string' then
   return 0
 end
 local n = tonumber(ARGV[3])
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
 if n > 0 and tonumber(count) > n then
   redis.call('HINCRBY', KEYS[1], ARGV[1], -n)
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[4])
   return 1
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[5])
 if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('PUBLISH', ARGV[2], 'released')
 end
