@@ -351,6 +351,7 @@ func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) erro
 	wctx, wcancel := context.WithTimeout(lctx, e.opTimeout())
 	_, err := l.Exec(wctx, func(p redis.Pipeliner) error {
 		p.HSet(wctx, e.keys.record, "identity", rec.Identity, "fence", rec.Fence)
+		p.PExpire(wctx, e.keys.record, e.ttl)
 		p.Publish(wctx, e.keys.changed, rec.Fence)
 		return nil
 	})
@@ -375,7 +376,7 @@ func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) erro
 		defer close(done)
 		cb.OnStartedLeading(lctx)
 	}()
-	<-lctx.Done()
+	e.keepRecord(lctx, l)
 	<-done
 	e.release(l, true)
 	if cb.OnStoppedLeading != nil {
@@ -385,6 +386,32 @@ func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) erro
 		return cause
 	}
 	return nil
+}
+
+// keepRecord refreshes the leader record's TTL until the term ends. The
+// record expires with the lease's TTL, so that a leader whose process dies
+// or whose manager is closed under it leaves no key behind for good (S6);
+// while the term lasts it is refreshed as often as the lease is renewed,
+// and only while the lease holds the name, so a successor's record is
+// never touched. A refresh that fails is tried again at the next tick: the
+// lease itself ends before the record could expire unless its renewals
+// succeed too.
+func (e *Election) keepRecord(lctx context.Context, l *lease.Lease) {
+	tick := time.NewTicker(e.ttl / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-lctx.Done():
+			return
+		case <-tick.C:
+			ctx, cancel := context.WithTimeout(lctx, e.opTimeout())
+			_, _ = l.Exec(ctx, func(p redis.Pipeliner) error {
+				p.PExpire(ctx, e.keys.record, e.ttl)
+				return nil
+			})
+			cancel()
+		}
+	}
 }
 
 // release ends a term on the server: the record goes (while the lease still

@@ -352,3 +352,46 @@ func TestCutOffLeaderStopsFirst(t *testing.T) {
 		t.Errorf("Run took %v to return after its context ended", d)
 	}
 }
+
+// S6: an election leaves no key behind once its candidates are gone: not
+// when the last leader resigns, and not when a leader's manager is closed
+// under it (its record then expires with its lease).
+func TestNoKeyOutlivesTheCandidates(t *testing.T) {
+	srv := redistest.Start(t)
+	client := srv.Client(t)
+	ttl := 500 * time.Millisecond
+	ctx := context.Background()
+
+	a := newCandidate(t, client, "resigned", "a", ttl)
+	a.run(t)
+	leaderOf(t, 5*time.Second, a)
+	if err := a.e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.m.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	b := newCandidate(t, client, "closed", "b", ttl)
+	b.run(t)
+	leaderOf(t, 5*time.Second, b)
+	if err := b.m.Close(); err != nil { // no resignation: the record stays until it expires
+		t.Fatal(err)
+	}
+	if err := b.stop(t); !errors.Is(err, lease.ErrClosed) {
+		t.Fatalf("Run after Close = %v", err)
+	}
+
+	time.Sleep(ttl)
+	deadline := time.Now().Add(ttl + 3*time.Second)
+	for {
+		keys := client.Keys(ctx, "*").Val()
+		if len(keys) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("keys outlive the candidates by more than a TTL (%v): %v", ttl, keys)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

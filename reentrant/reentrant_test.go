@@ -3,6 +3,7 @@ package reentrant_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -358,5 +359,41 @@ func TestExecAndFairModeOnAReentrantLock(t *testing.T) {
 	}
 	if got := raw.Get(ctx, "v:{acct}").Val(); got != "1" {
 		t.Fatalf("v = %q: a lost lock wrote", got)
+	}
+}
+
+// S6: no key of a reentrant lock outlives its last owner by more than a
+// TTL: not the hash, not the fencing counter, not the marker of the final
+// release.
+func TestNoKeyOutlivesItsLocks(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	ttl := 300 * time.Millisecond
+	k := reentrant.New(newManager(t, srv.Client(t), lease.WithTTL(ttl)))
+	ctx := context.Background()
+	for i := range 200 {
+		lk, err := k.Lock(ctx, fmt.Sprintf("account:%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := lk.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A lock whose owner forgets it expires once renewal stops.
+	if _, err := k.Lock(ctx, "forgotten", lease.WithAutoRenew(false)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(ttl)
+	deadline := time.Now().Add(ttl + 3*time.Second)
+	for {
+		keys := raw.Keys(ctx, "*").Val()
+		if len(keys) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d keys outlive their owners by more than a TTL (%v), such as %v", len(keys), ttl, keys[:min(len(keys), 6)])
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }
