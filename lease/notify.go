@@ -105,7 +105,7 @@ func (n *notifier) register(channel string, fair bool, arrival int64) (w *waiter
 // is wanted under io, so that a SUBSCRIBE and an UNSUBSCRIBE decided in one
 // order never reach the server in the other. The receiver arms the
 // subscription when the server confirms it; a failed SUBSCRIBE leaves it
-// unarmed, and waiters poll until the connection is replaced.
+// unarmed, and waiters poll until the connection is back (resubscribe).
 func (n *notifier) sync(channel string) {
 	n.io.Lock()
 	defer n.io.Unlock()
@@ -119,11 +119,53 @@ func (n *notifier) sync(channel string) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if want {
-		n.subscribed[channel] = ps.Subscribe(ctx, channel) == nil
+		n.subscribe(ctx, ps, channel)
 		return
 	}
 	delete(n.subscribed, channel)
 	_ = ps.Unsubscribe(ctx, channel)
+}
+
+// subscribe sends SUBSCRIBE for channels and records which the server now
+// serves; the caller holds io. go-redis adds channels to the list it
+// resubscribes on every reconnection before it sends anything, so a failed
+// SUBSCRIBE must take them out again: otherwise a later reconnection
+// subscribes to channels nobody waits on, and since they were never
+// recorded as subscribed, nothing would ever unsubscribe them.
+func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, channels ...string) {
+	if err := ps.Subscribe(ctx, channels...); err != nil {
+		_ = ps.Unsubscribe(ctx, channels...) // drops them from go-redis's list, whatever it answers
+		return
+	}
+	for _, ch := range channels {
+		n.subscribed[ch] = true
+	}
+}
+
+// resubscribe subscribes to the channels waited on that a failed SUBSCRIBE
+// left out, once the connection broke and go-redis made a new one.
+func (n *notifier) resubscribe() {
+	n.io.Lock()
+	defer n.io.Unlock()
+	n.mu.Lock()
+	if n.closed {
+		n.mu.Unlock()
+		return
+	}
+	ps := n.ps
+	var missing []string
+	for ch := range n.chans {
+		if !n.subscribed[ch] {
+			missing = append(missing, ch)
+		}
+	}
+	n.mu.Unlock()
+	if len(missing) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	n.subscribe(ctx, ps, missing...)
 }
 
 // waiting reports whether barging waiters of this manager wait for
@@ -302,6 +344,7 @@ func (n *notifier) receive() {
 			case <-n.done:
 				return
 			}
+			n.resubscribe()
 		}
 	}
 }
@@ -333,11 +376,7 @@ func (n *notifier) reopen() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	if ps.Subscribe(ctx, channels...) == nil {
-		for _, ch := range channels {
-			n.subscribed[ch] = true
-		}
-	}
+	n.subscribe(ctx, ps, channels...)
 }
 
 // close stops the receiver and closes the connection. Waiters still
