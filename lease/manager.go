@@ -290,6 +290,19 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			}
 			// Too late to hand over: try again, as for a held name.
 		}
+		if a.fair && err == nil && res.Arrival == 0 {
+			// The attempt spent the waiter's token: it won a lease that
+			// came too late and is being released under that token, or
+			// found the token retired. The same token could be answered
+			// "held" just before that release deletes the key, or be
+			// refused until the retirement expires: go on with a new one
+			// (the old one left the queue when it took the name, or when
+			// it was retired).
+			req.Token = newToken()
+			if res.Retired {
+				continue
+			}
+		}
 		if err != nil {
 			if queued && !backend.MaybeApplied(err) {
 				// Tried and failed outright: the queue must not keep

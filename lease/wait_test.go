@@ -315,3 +315,77 @@ func TestExecRetriesWhenARenewalTouchesTheKey(t *testing.T) {
 		t.Fatalf("counter %s after 50 guarded increments", got)
 	}
 }
+
+// A fair waiter whose attempt won the name but was answered too late to be
+// trusted hands that lease back under its token in the background. Its
+// next attempt must not reuse the token: the server would answer "held"
+// just before the release deletes the key (a lease nobody holds on the
+// server), or refuse the retired token until its retirement expires.
+func TestFairWaiterTakesAFreshTokenAfterALateWin(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	// One connection: the waiter's next attempt and the release of its
+	// late lease queue for it one after the other.
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), PoolSize: 1, ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = slow.Close() })
+	ctx := context.Background()
+	a := newManager(t, srv.Client(t))
+	// A lease is trusted for TTL - drift = 500ms after its request was sent.
+	b := newManager(t, slow, lease.WithTTL(10*time.Second), lease.WithDrift(0.95, 0),
+		lease.WithRenewInterval(100*time.Millisecond), lease.WithBackOff(slowPolling))
+
+	held, err := a.Acquire(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		l   *lease.Lease
+		err error
+		at  time.Time
+	}
+	got := make(chan result, 1)
+	go func() {
+		l, err := b.Acquire(ctx, "q", lease.WithFair(true))
+		got <- result{l, err, time.Now()}
+	}()
+	waitFor(t, 10*time.Second, func() bool { return raw.Exists(ctx, "tenure:{q}:queue").Val() == 1 })
+	waitFor(t, 10*time.Second, func() bool { return len(raw.PubSubChannels(ctx, "tenure:{q}:released").Val()) == 1 })
+	// From now on a round trip through the proxy takes 600ms: too long.
+	proxy.SetLatency(300 * time.Millisecond)
+	heldToken := held.Token()
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The waiter's attempt reaches the server and takes the name; its
+	// answer is still on its way back when the proxy speeds up again.
+	waitFor(t, 10*time.Second, func() bool {
+		v, err := raw.Get(ctx, "tenure:{q}").Result()
+		return err == nil && v != heldToken
+	})
+	late := raw.Get(ctx, "tenure:{q}").Val()
+	// Its answer arrives 300ms later, too late; what the waiter sends next
+	// is then in the proxy, and SetLatency lets it through at once.
+	time.Sleep(400 * time.Millisecond)
+	proxy.SetLatency(0)
+	start := time.Now()
+
+	var r result
+	select {
+	case r = <-got:
+	case <-time.After(8 * time.Second):
+		t.Fatal("the waiter is still waiting 8s after its late win: it is stalled on its retired token")
+	}
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r.l.Token() == late {
+		t.Fatalf("the waiter was handed the lease it had won too late (token %s), which it releases in the background", late)
+	}
+	// Whatever was on its way has arrived: the lease handed over is the
+	// one the server holds.
+	time.Sleep(time.Second)
+	if v := raw.Get(ctx, "tenure:{q}").Val(); v != r.l.Token() || r.l.Err() != nil {
+		t.Fatalf("server holds %q, the waiter's lease is %s (err %v); waited %v", v, r.l.Token(), r.l.Err(), r.at.Sub(start))
+	}
+}

@@ -103,6 +103,11 @@ type Acquisition struct {
 	// queue (server time in microseconds): the queue's order. It is 0 for a
 	// barging request.
 	Arrival int64
+	// Retired reports that the request's token was retired before the
+	// request arrived (Abandon ran, or a lease under this token was
+	// released): it was refused and touched nothing. A request with a
+	// fresh token may succeed.
+	Retired bool
 }
 
 // Backend stores leases.

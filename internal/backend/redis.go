@@ -117,6 +117,8 @@ func acquisition(vals []int64) (Acquisition, error) {
 	switch {
 	case len(vals) == 3 && vals[0] == 1:
 		return Acquisition{Acquired: true, Fence: vals[1], Count: vals[2]}, nil
+	case len(vals) == 2 && vals[0] == 0 && vals[1] == -2:
+		return Acquisition{Retired: true, HolderTTL: -1}, nil
 	case (len(vals) == 2 || len(vals) == 3) && vals[0] == 0:
 		a := Acquisition{HolderTTL: time.Duration(vals[1]) * time.Millisecond}
 		if vals[1] < 0 {
