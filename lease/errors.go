@@ -28,3 +28,7 @@ var (
 	// ErrInvalidOption: an option's value is out of range.
 	ErrInvalidOption = errors.New("tenure: invalid option")
 )
+
+// errFoundGone is the reason logged for a lease whose release found it
+// deleted or taken over.
+var errFoundGone = errors.New("the release found it deleted or taken over")

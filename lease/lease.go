@@ -137,7 +137,11 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 // Release ends the lease: its context is cancelled with ErrReleased, then
 // the name is deleted on the server if, and only if, this lease's token
 // still holds it, and waiters are told. Releasing a lease that is no longer
-// held is harmless and returns an error wrapping ErrNotHeld. Any other error
+// held is harmless and returns an error wrapping ErrNotHeld. When the lease
+// was believed held but the release finds another token at the key, or
+// none (it was deleted or taken over since the last renewal), the error
+// also wraps ErrLost: the work done under it may have overlapped another
+// holder's. Any other error
 // means the delete's outcome is unknown: the lease is ended locally all the
 // same and the key expires by its TTL.
 //
@@ -170,7 +174,12 @@ func (l *Lease) release(ctx context.Context) error {
 	err, left := l.m.detach(ctx, l.m.releaseOp(l.item()), nil)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
-		return fmt.Errorf("%w: %q: it was taken over or had expired", ErrNotHeld, l.name)
+		// The lease was believed held until now, but the server had let
+		// it go: deleted, taken over between renewals, or lost with the
+		// server's data. Work done meanwhile may have overlapped another
+		// holder's, so this is a loss, not a mere "not held".
+		l.m.reportLoss(l, errFoundGone)
+		return fmt.Errorf("%w: %q: the release found it deleted or taken over: %w", ErrNotHeld, l.name, ErrLost)
 	case left:
 		return fmt.Errorf("tenure: release %q: %w (the delete goes on in the background)", l.name, err)
 	case err != nil:

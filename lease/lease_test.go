@@ -1141,3 +1141,47 @@ func TestContextBoundsCallsOnAClientThatIgnoresIt(t *testing.T) {
 		t.Fatal("the late acquire never ran: the test proved nothing")
 	}
 }
+
+// A takeover between renewals that only the release finds is a loss: the
+// work may have run beside another holder. Release says so (ErrLost as well
+// as ErrNotHeld), and Do returns an error wrapping ErrLost though fn
+// returned nil.
+func TestTakeoverFoundAtReleaseIsALoss(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t)) // renewals every 10s: none during the test
+	ctx := context.Background()
+
+	err := m.Do(ctx, "job", func(ctx context.Context) error {
+		raw.Set(ctx, "tenure:{job}", "intruder", time.Minute)
+		return nil
+	})
+	if !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Do whose release found a takeover = %v, want ErrLost", err)
+	}
+	if raw.Get(ctx, "tenure:{job}").Val() != "intruder" {
+		t.Fatal("Do released another holder's lease")
+	}
+
+	l, err := m.Acquire(ctx, "deleted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Del(ctx, "tenure:{deleted}")
+	err = l.Release(ctx)
+	if !errors.Is(err, lease.ErrLost) || !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Release of a deleted lease = %v, want ErrLost and ErrNotHeld", err)
+	}
+
+	// An ordinary release is no loss, nor is a second one.
+	l, err = m.Acquire(ctx, "plain")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) || errors.Is(err, lease.ErrLost) {
+		t.Fatalf("second Release = %v, want ErrNotHeld only", err)
+	}
+}

@@ -531,8 +531,9 @@ func (m *Manager) releaseLater(item backend.Item) {
 // Do acquires name (waiting as Acquire does), runs fn under the lease and
 // releases it when fn returns, even if fn panics. fn's context is cancelled
 // when ctx ends or the lease is lost; its cause tells which. Do returns fn's
-// error; when the lease ended before fn returned, the error also wraps
-// ErrLost (or ErrClosed), even if fn returned nil.
+// error; when the lease ended before fn returned, or the release found it
+// deleted or taken over, the error also wraps ErrLost (or ErrClosed), even
+// if fn returned nil.
 func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrInvalidOption)
@@ -549,7 +550,14 @@ func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Conte
 		ended := l.Err()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.opTimeout)
 		defer rcancel()
-		if rerr := l.Release(rctx); rerr != nil && ended == nil {
+		rerr := l.Release(rctx)
+		switch {
+		case ended != nil:
+		case errors.Is(rerr, ErrLost):
+			// Deleted or taken over since the last renewal: fn may have
+			// run beside another holder.
+			ended = ErrLost
+		case rerr != nil:
 			// The work is done; a failed release only leaves the name
 			// blocked until its TTL runs out.
 			m.cfg.logger.Warn("tenure: release after Do failed; the lease expires by its TTL",

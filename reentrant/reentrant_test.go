@@ -397,3 +397,30 @@ func TestNoKeyOutlivesItsLocks(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// The last Unlock that finds the lock taken over reports the loss.
+func TestUnlockFindingATakeoverIsALoss(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	k := reentrant.New(newManager(t, srv.Client(t)))
+	ctx := context.Background()
+	outer, err := k.Lock(ctx, "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := k.Lock(outer.Context(), "acct")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := inner.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	raw.Del(ctx, "tenure:{acct}")
+	raw.HSet(ctx, "tenure:{acct}", "intruder", 1)
+	if err := outer.Unlock(ctx); !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("last Unlock after a takeover = %v, want ErrLost", err)
+	}
+	if raw.HGet(ctx, "tenure:{acct}", "intruder").Val() != "1" {
+		t.Fatal("Unlock touched another owner's lock")
+	}
+}
