@@ -491,3 +491,88 @@ func TestReleaseRetriedAfterLostReply(t *testing.T) {
 		t.Fatalf("Release = %v", err)
 	}
 }
+
+// A nil *Lease, what a failed Acquire returns, never panics: "defer
+// l.Release(ctx)" before the error check is a common slip.
+func TestNilLeaseNeverPanics(t *testing.T) {
+	var l *lease.Lease
+	ctx := context.Background()
+	if l.Name() != "" || l.Token() != "" || l.Fence() != 0 || !l.Deadline().IsZero() {
+		t.Fatal("a nil lease has a name, token, fence or deadline")
+	}
+	select {
+	case <-l.Done():
+	default:
+		t.Fatal("a nil lease's context is not done")
+	}
+	if !errors.Is(context.Cause(l.Context()), lease.ErrNotHeld) {
+		t.Fatalf("cause %v", context.Cause(l.Context()))
+	}
+	if err := l.Err(); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Err = %v", err)
+	}
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Release = %v", err)
+	}
+	if err := l.Extend(ctx, time.Second); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Extend = %v", err)
+	}
+	if _, err := l.Exec(ctx, func(redis.Pipeliner) error { return nil }); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Exec = %v", err)
+	}
+	if got, ok := lease.FromContext(l.Context()); ok && got != nil {
+		t.Fatal("a nil lease's context carries a lease")
+	}
+}
+
+// Acquire's error when its context ends matches ErrNotAcquired and the
+// context's error, and the cause of a context that has one; it says the
+// name was held only when an attempt found it held.
+func TestAcquireErrorWhenTheWaitEnds(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	if _, err := m.Acquire(ctx, "held"); err != nil {
+		t.Fatal(err)
+	}
+	errWaited := errors.New("waited long enough")
+	for _, tc := range []struct {
+		name  string
+		ctx   func() (context.Context, context.CancelFunc)
+		want  []error
+		fair  bool
+		held  bool
+		lease string
+	}{
+		{"timeout", func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 50*time.Millisecond) },
+			[]error{context.DeadlineExceeded}, false, true, "held"},
+		{"timeout with a cause", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeoutCause(ctx, 50*time.Millisecond, errWaited)
+		}, []error{context.DeadlineExceeded, errWaited}, false, true, "held"},
+		{"fair, timeout with a cause", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeoutCause(ctx, 50*time.Millisecond, errWaited)
+		}, []error{context.DeadlineExceeded, errWaited}, true, true, "held"},
+		{"cancelled before any attempt", func() (context.Context, context.CancelFunc) {
+			c, cancel := context.WithCancelCause(ctx)
+			cancel(errWaited)
+			return c, func() {}
+		}, []error{context.Canceled, errWaited}, false, false, "free"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, cancel := tc.ctx()
+			defer cancel()
+			_, err := m.Acquire(c, tc.lease, lease.WithFair(tc.fair))
+			for _, want := range append(tc.want, lease.ErrNotAcquired) {
+				if !errors.Is(err, want) {
+					t.Errorf("error %q does not match %v", err, want)
+				}
+			}
+			if says := strings.Contains(err.Error(), "held"); says != tc.held {
+				t.Errorf("error %q: says the name was held: %v, want %v", err, says, tc.held)
+			}
+		})
+	}
+	if _, err := m.TryAcquire(ctx, "held"); !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), "held") {
+		t.Fatalf("TryAcquire of a held name = %v", err)
+	}
+}

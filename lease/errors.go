@@ -1,14 +1,21 @@
 package lease
 
-import "errors"
+import (
+	"context"
+	"errors"
+	"fmt"
+)
 
 // Errors for errors.Is. A lease's context is cancelled with ErrLost,
 // ErrReleased or ErrClosed as its cause, and Lease.Err returns the same
 // value.
 var (
-	// ErrNotAcquired: the name is held by another holder (TryAcquire), or
-	// the wait's backoff policy gave up (Acquire).
-	ErrNotAcquired = errors.New("tenure: lease not acquired: the name is held")
+	// ErrNotAcquired: no lease was acquired: the name is held by another
+	// holder (TryAcquire), or the wait ended first (Acquire: its context
+	// ended, whose error the error also wraps, or the backoff policy gave
+	// up). The message says the name was held only when an attempt found
+	// it held.
+	ErrNotAcquired = errors.New("tenure: lease not acquired")
 	// ErrLost: the lease ended without being released: a renewal found it
 	// deleted or taken over, or its local deadline passed with no renewal
 	// confirmed (the server may be unreachable, paused or slow).
@@ -32,3 +39,30 @@ var (
 // errFoundGone is the reason logged for a lease whose release found it
 // deleted or taken over.
 var errFoundGone = errors.New("the release found it deleted or taken over")
+
+// ctxError is why ctx ended, for errors.Is on both ctx.Err() and its
+// cause when the two differ (context.WithTimeoutCause, WithCancelCause).
+func ctxError(ctx context.Context) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, err) {
+		return fmt.Errorf("%w (%w)", cause, err)
+	}
+	return err
+}
+
+// notAcquired is Acquire's error when the wait ended with why (ctx's
+// error, or another reason); held says the last attempt found the name
+// held, and fair that it was a fair waiter's (which may also have found
+// the name promised to an earlier waiter).
+func notAcquired(name string, held, fair bool, why error) error {
+	switch {
+	case held && fair:
+		return fmt.Errorf("%w: %q: not yet its turn (the name is held, or promised to an earlier waiter): %w", ErrNotAcquired, name, why)
+	case held:
+		return fmt.Errorf("%w: %q is held by another holder: %w", ErrNotAcquired, name, why)
+	}
+	return fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, why)
+}
+
+// errBackOffStop is the reason of a wait whose backoff policy gave up.
+var errBackOffStop = errors.New("the backoff policy gave up")

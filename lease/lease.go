@@ -51,30 +51,65 @@ func FromContext(ctx context.Context) (*Lease, bool) {
 	return l, ok
 }
 
-// Name returns the name the lease holds.
-func (l *Lease) Name() string { return l.name }
+// A nil *Lease (the result of a failed Acquire) holds nothing: its methods
+// never panic, so that "defer l.Release(ctx)" written before the error
+// check is harmless. Its Err, Release, Extend and Exec return errors
+// wrapping ErrNotHeld, and its context is cancelled with cause ErrNotHeld.
+var errNilLease = fmt.Errorf("%w: nil lease (its Acquire failed)", ErrNotHeld)
+
+var nilLeaseCtx = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errNilLease)
+	return ctx
+}()
+
+// Name returns the name the lease holds ("" for a nil lease).
+func (l *Lease) Name() string {
+	if l == nil {
+		return ""
+	}
+	return l.name
+}
 
 // Token returns the lease's random token (128 bits from crypto/rand, hex):
 // the proof of ownership that release and renewal compare against.
-func (l *Lease) Token() string { return l.token }
+func (l *Lease) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
 // Fence returns the fencing token of this acquisition: strictly greater
 // than every fencing token handed out before for the name, even across a
 // Redis restart that lost all data. A resource that may see writes from a
 // holder that paused past its lease rejects those carrying a smaller fence.
-func (l *Lease) Fence() int64 { return l.fence }
+func (l *Lease) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
 
 // Context returns a context cancelled when the lease ends, no later than
 // its local deadline; context.Cause returns ErrLost, ErrReleased or
 // ErrClosed. It carries the values of the context passed to Acquire.
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *Lease) Context() context.Context {
+	if l == nil {
+		return nilLeaseCtx
+	}
+	return l.ctx
+}
 
 // Done is Context().Done().
-func (l *Lease) Done() <-chan struct{} { return l.ctx.Done() }
+func (l *Lease) Done() <-chan struct{} { return l.Context().Done() }
 
 // Err returns nil while the lease is held, then ErrLost, ErrReleased or
 // ErrClosed.
 func (l *Lease) Err() error {
+	if l == nil {
+		return errNilLease
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
@@ -84,7 +119,12 @@ func (l *Lease) Err() error {
 // is cancelled unless a renewal succeeds, computed as the send time of the
 // last successful acquire or renewal, plus its TTL, minus the drift margin.
 // The server keeps the key at least until then.
-func (l *Lease) Deadline() time.Time { return l.entry.Deadline() }
+func (l *Lease) Deadline() time.Time {
+	if l == nil {
+		return time.Time{}
+	}
+	return l.entry.Deadline()
+}
 
 // Extend sets the lease's remaining TTL on the server to at least ttl (it
 // never shortens it) and makes ttl the TTL of later renewals, which then run
@@ -94,6 +134,9 @@ func (l *Lease) Deadline() time.Time { return l.entry.Deadline() }
 // it unknown whether the server applied the TTL; the local deadline does not
 // move.
 func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
+	if l == nil {
+		return errNilLease
+	}
 	if h := l.m.cfg.hooks; h.ExtendStart != nil || h.ExtendDone != nil {
 		if h.ExtendStart != nil {
 			ctx = h.ExtendStart(ctx, l, ttl)
@@ -150,6 +193,9 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 // for a whole TTL if a renewal was applied but its answer lost; Release then
 // still deletes it, token-safely, so the name is free at once.
 func (l *Lease) Release(ctx context.Context) (err error) {
+	if l == nil {
+		return errNilLease
+	}
 	if h := l.m.cfg.hooks; h.ReleaseStart != nil || h.ReleaseDone != nil {
 		if h.ReleaseStart != nil {
 			ctx = h.ReleaseStart(ctx, l)
@@ -294,6 +340,9 @@ type guarder interface {
 // such as "account:{name}:balance" is in its slot. Exec is not available on
 // a quorum (Redlock) manager.
 func (l *Lease) Exec(ctx context.Context, fn func(pipe redis.Pipeliner) error) ([]redis.Cmder, error) {
+	if l == nil {
+		return nil, errNilLease
+	}
 	if fn == nil {
 		return nil, fmt.Errorf("%w: nil function", ErrInvalidOption)
 	}

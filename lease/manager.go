@@ -188,7 +188,8 @@ func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 // While the name is held, Acquire retries after each step of the backoff
 // policy (WithBackOff), never sleeping past the holder's remaining TTL. A
 // server error or an unknown outcome ends the wait with that error. When ctx
-// ends first the error wraps both ErrNotAcquired and ctx's error.
+// ends first the error wraps ErrNotAcquired, ctx's error and its cause
+// (context.WithTimeoutCause), so errors.Is finds each.
 func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
 	return m.acquire(ctx, name, opts, true, "", false)
 }
@@ -224,14 +225,16 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 	if !wait {
 		*attempts++
 		req.Token = newToken()
-		l, _, err := m.try(ctx, req, a)
-		if err != nil {
+		l, res, err := m.try(ctx, req, a)
+		switch {
+		case err != nil:
 			return nil, err
+		case l != nil && m.handOver(l):
+			return l, nil
+		case res.Acquired:
+			return nil, fmt.Errorf("%w: %q: it was won, but answered too late to be used", ErrNotAcquired, name)
 		}
-		if l == nil || !m.handOver(l) {
-			return nil, fmt.Errorf("%w: %q", ErrNotAcquired, name)
-		}
-		return l, nil
+		return nil, fmt.Errorf("%w: %q is held by another holder", ErrNotAcquired, name)
 	}
 	if a.fair {
 		// One token for the whole wait: it is the waiter's place in the
@@ -245,6 +248,7 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 		w       *waiter
 		channel = m.layout.Channel(name)
 		queued  bool
+		held    bool // the last attempt found the name held
 	)
 	defer func() {
 		if w != nil {
@@ -262,7 +266,7 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			select {
 			case <-w.wake:
 			case <-ctx.Done():
-				return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
+				return nil, notAcquired(name, false, a.fair, ctxError(ctx))
 			case <-m.closing:
 				return nil, ErrClosed
 			case <-time.After(a.queue / 3):
@@ -275,6 +279,7 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 		}
 		l, res, err := m.try(ctx, req, a)
 		holderTTL := res.HolderTTL
+		held = err == nil && !res.Acquired && !res.Retired
 		if w != nil && err == nil {
 			// Answered the wake-up: nobody else need be woken for it, whether we
 			// won or someone elsewhere did.
@@ -320,7 +325,7 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			if queued {
 				m.leaveLater(req)
 			}
-			return nil, fmt.Errorf("%w: %q: the backoff policy gave up", ErrNotAcquired, name)
+			return nil, notAcquired(name, held, a.fair, errBackOffStop)
 		}
 		// Keys expire at millisecond granularity; a millisecond more makes
 		// sure the holder's key is gone when we look again.
@@ -358,7 +363,7 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 			if queued {
 				m.leaveLater(req)
 			}
-			return nil, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
+			return nil, notAcquired(name, held, a.fair, ctxError(ctx))
 		case <-m.closing:
 			return nil, ErrClosed
 		}
@@ -396,17 +401,18 @@ func (m *Manager) leaveLater(req backend.Request) {
 }
 
 // try makes one attempt. It returns the lease, or when the name is held
-// (or the attempt came back too late to use) what the server said of the
-// holder (its remaining TTL, negative if unknown, and our place in a fair
-// queue), or an error.
+// what the server said of the holder (its remaining TTL, negative if
+// unknown, and our place in a fair queue), or, with res.Acquired and no
+// lease, that the attempt won the name but came back too late to use, or an
+// error.
 func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig) (*Lease, backend.Acquisition, error) {
 	name := req.Name
 	if !m.join(&m.ops) {
 		return nil, backend.Acquisition{}, ErrClosed
 	}
 	defer m.ops.Done()
-	if err := ctx.Err(); err != nil {
-		return nil, backend.Acquisition{}, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, context.Cause(ctx))
+	if ctx.Err() != nil {
+		return nil, backend.Acquisition{}, notAcquired(name, false, false, ctxError(ctx))
 	}
 	sent := time.Now()
 	var res backend.Acquisition
@@ -429,7 +435,7 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 			m.inBackground("abandoning an unanswered acquire", name, m.abandonOp(req))
 		}
 		if ctx.Err() != nil {
-			return nil, backend.Acquisition{}, fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, errors.Join(context.Cause(ctx), err))
+			return nil, backend.Acquisition{}, notAcquired(name, false, false, errors.Join(ctxError(ctx), err))
 		}
 		return nil, backend.Acquisition{}, fmt.Errorf("tenure: acquire %q: %w", name, err)
 	}
@@ -440,9 +446,10 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 		owner: req.Owner, exclusive: req.Exclusive, depth: 1}
 	if time.Since(sent) >= a.ttl-m.cfg.drift(a.ttl) {
 		// The reply took longer than the lease may be trusted for: it is
-		// useless, and holding it would only block the name.
+		// useless, and holding it would only block the name. res says
+		// Acquired with no lease: won, too late.
 		m.releaseLater(m.requestItem(req, res))
-		return nil, backend.Acquisition{}, nil
+		return nil, res, nil
 	}
 	l.acquired = time.Now()
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), leaseKey{}, l))

@@ -141,7 +141,11 @@ func (k *Locker) enter(ctx context.Context, owner, name string) (*Lock, error) {
 		return nil, nil // unlocked or lost meanwhile: take the name anew
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, name, context.Cause(ctx))
+		err := ctx.Err()
+		if cause := context.Cause(ctx); !errors.Is(cause, err) {
+			err = fmt.Errorf("%w (%w)", cause, err) // errors.Is finds both
+		}
+		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, name, err)
 	}
 	if _, err := reentry.Enter(ctx, h.l); err != nil {
 		return nil, err
@@ -175,28 +179,63 @@ func newLock(k *Locker, h *hold, key holdKey, owner string) *Lock {
 	return &Lock{k: k, h: h, key: key, ctx: ctx, cancel: cancel}
 }
 
-// Name returns the name locked.
-func (lk *Lock) Name() string { return lk.key.name }
+// A nil *Lock (the result of a failed Lock) holds nothing: its methods
+// never panic, so that "defer lk.Unlock(ctx)" written before the error
+// check is harmless. Its Err, Unlock and Exec return errors wrapping
+// lease.ErrNotHeld, and its context is cancelled with that cause.
+var errNilLock = fmt.Errorf("%w: nil lock (its Lock failed)", lease.ErrNotHeld)
 
-// Owner returns the lock's owner.
-func (lk *Lock) Owner() string { return lk.key.owner }
+var nilLockCtx = func() context.Context {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errNilLock)
+	return ctx
+}()
+
+// Name returns the name locked ("" for a nil Lock).
+func (lk *Lock) Name() string {
+	if lk == nil {
+		return ""
+	}
+	return lk.key.name
+}
+
+// Owner returns the lock's owner ("" for a nil Lock).
+func (lk *Lock) Owner() string {
+	if lk == nil {
+		return ""
+	}
+	return lk.key.owner
+}
 
 // Fence returns the fencing token of the acquisition that took the name;
 // entering again does not change it.
-func (lk *Lock) Fence() int64 { return lk.h.l.Fence() }
+func (lk *Lock) Fence() int64 {
+	if lk == nil {
+		return 0
+	}
+	return lk.h.l.Fence()
+}
 
 // Context returns a context that carries the owner, so that locking the same
 // name under it enters again, and is cancelled when this Lock is unlocked or
 // the lock is lost (context.Cause: lease.ErrReleased, lease.ErrLost or
 // lease.ErrClosed).
-func (lk *Lock) Context() context.Context { return lk.ctx }
+func (lk *Lock) Context() context.Context {
+	if lk == nil {
+		return nilLockCtx
+	}
+	return lk.ctx
+}
 
 // Done is Context().Done().
-func (lk *Lock) Done() <-chan struct{} { return lk.ctx.Done() }
+func (lk *Lock) Done() <-chan struct{} { return lk.Context().Done() }
 
 // Err returns nil while this Lock holds, then why it stopped: ErrReleased
 // after Unlock, or the lock's end (ErrLost, ErrClosed).
 func (lk *Lock) Err() error {
+	if lk == nil {
+		return errNilLock
+	}
 	lk.mu.Lock()
 	unlocked := lk.unlocked
 	lk.mu.Unlock()
@@ -210,12 +249,20 @@ func (lk *Lock) Err() error {
 }
 
 // Deadline returns the lock's local deadline (see lease.Lease.Deadline).
-func (lk *Lock) Deadline() time.Time { return lk.h.l.Deadline() }
+func (lk *Lock) Deadline() time.Time {
+	if lk == nil {
+		return time.Time{}
+	}
+	return lk.h.l.Deadline()
+}
 
 // Exec applies the writes fn queues atomically, only while the owner holds
 // the lock, as lease.Lease.Exec does; it returns an error wrapping
 // lease.ErrLost, having written nothing, when the lock is no longer held.
 func (lk *Lock) Exec(ctx context.Context, fn func(pipe redis.Pipeliner) error) ([]redis.Cmder, error) {
+	if lk == nil {
+		return nil, errNilLock
+	}
 	if err := lk.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %q: %w", lease.ErrLost, lk.key.name, err)
 	}
@@ -228,6 +275,9 @@ func (lk *Lock) Exec(ctx context.Context, fn func(pipe redis.Pipeliner) error) (
 // lease.ErrNotHeld and changes nothing: a count never goes below zero.
 // Unlocking a lock that was lost returns an error wrapping lease.ErrNotHeld.
 func (lk *Lock) Unlock(ctx context.Context) error {
+	if lk == nil {
+		return errNilLock
+	}
 	lk.mu.Lock()
 	if lk.unlocked {
 		lk.mu.Unlock()

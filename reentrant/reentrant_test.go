@@ -424,3 +424,21 @@ func TestUnlockFindingATakeoverIsALoss(t *testing.T) {
 		t.Fatal("Unlock touched another owner's lock")
 	}
 }
+
+// A nil *Lock, what a failed Lock returns, never panics.
+func TestNilLockNeverPanics(t *testing.T) {
+	var lk *reentrant.Lock
+	ctx := context.Background()
+	if lk.Name() != "" || lk.Owner() != "" || lk.Fence() != 0 || !lk.Deadline().IsZero() {
+		t.Fatal("a nil lock has a name, owner, fence or deadline")
+	}
+	<-lk.Done()
+	for what, err := range map[string]error{"Err": lk.Err(), "Unlock": lk.Unlock(ctx), "cause": context.Cause(lk.Context())} {
+		if !errors.Is(err, lease.ErrNotHeld) {
+			t.Errorf("%s = %v, want ErrNotHeld", what, err)
+		}
+	}
+	if _, err := lk.Exec(ctx, func(redis.Pipeliner) error { return nil }); !errors.Is(err, lease.ErrNotHeld) {
+		t.Errorf("Exec = %v", err)
+	}
+}
