@@ -118,7 +118,9 @@ func (l *Lease) Err() error {
 // Deadline returns the lease's local deadline: the time by which its context
 // is cancelled unless a renewal succeeds, computed as the send time of the
 // last successful acquire or renewal, plus its TTL, minus the drift margin.
-// The server keeps the key at least until then.
+// The server keeps the key at least until then. The watchdog cancels the
+// context a small slack before it (a twentieth of the TTL, at most 50ms),
+// so that a timer that fires late on a busy machine still cancels by it.
 func (l *Lease) Deadline() time.Time {
 	if l == nil {
 		return time.Time{}

@@ -376,7 +376,9 @@ func (m *Manager) acquireWith(ctx context.Context, name string, a acquireConfig,
 // lock) must not hand over a lease whose context should be cancelled
 // already (S1). A lease too late is ended and released in the background.
 func (m *Manager) handOver(l *Lease) bool {
-	if time.Now().Before(l.Deadline()) {
+	// The watchdog may have lost it already: it does so a slack before
+	// the deadline.
+	if time.Now().Before(l.Deadline()) && l.Err() == nil {
 		return true
 	}
 	if m.wd.Remove(l.entry) == nil {

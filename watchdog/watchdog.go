@@ -16,7 +16,10 @@
 //   - A renewal answered "not held" loses the lease at once.
 //   - A renewal that fails or times out moves nothing, and is retried with
 //     backoff until the local deadline.
-//   - At the local deadline a lease is lost, whether or not any answer came.
+//   - A lease is lost a slack before its local deadline (Config.Slack),
+//     whether or not any answer came: a timer fires late on a loaded
+//     machine, and the lease's context must be cancelled by its deadline,
+//     not after it.
 package watchdog
 
 import (
@@ -77,6 +80,21 @@ type Config struct {
 	// doubles on each failure up to a quarter of the lease's renewal
 	// interval (default 10ms).
 	RetryMin time.Duration
+	// Slack returns how long before a lease's local deadline the watchdog
+	// loses it (default DefaultSlack). A timer fires, and the goroutine
+	// that cancels runs, some time after it was due, more so on a loaded
+	// machine: losing the lease that much earlier makes the cancellation
+	// land before the deadline rather than after it. Slack must be below
+	// the lease's TTL minus its drift.
+	Slack func(ttl time.Duration) time.Duration
+}
+
+// DefaultSlack is a twentieth of the TTL, at most 50ms: scheduling delays
+// seen under the race detector on two loaded cores reach tens of
+// milliseconds, and a short TTL cannot spare more than a small part of its
+// life.
+func DefaultSlack(ttl time.Duration) time.Duration {
+	return min(ttl/20, 50*time.Millisecond)
 }
 
 // Watchdog renews registered leases and reports their loss.
@@ -118,6 +136,7 @@ type Entry struct {
 	w        *Watchdog
 
 	deadline int64 // local deadline, nanoseconds since w.base
+	lossAt   int64 // when the scheduler loses it: deadline minus the slack
 	next     int64 // next renewal attempt, nanoseconds since w.base; never when not renewing
 	attempt  uint8 // failed renewals in a row
 	state    state
@@ -138,6 +157,9 @@ func New(be backend.Backend, cfg Config) *Watchdog {
 	}
 	if cfg.RetryMin <= 0 {
 		cfg.RetryMin = 10 * time.Millisecond
+	}
+	if cfg.Slack == nil {
+		cfg.Slack = DefaultSlack
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watchdog{
@@ -165,7 +187,7 @@ func (w *Watchdog) time(ns int64) time.Time { return w.base.Add(time.Duration(ns
 
 // Add puts a lease under the watchdog. sent is when the request that set its
 // TTL (item.TTL) was sent. With renew false the lease is not renewed, but is
-// still lost at its local deadline. The watchdog tells holder of renewals
+// still lost by its local deadline. The watchdog tells holder of renewals
 // and of the loss.
 //
 // The caller must not pass a lease whose reply came after its deadline;
@@ -173,7 +195,8 @@ func (w *Watchdog) time(ns int64) time.Time { return w.base.Add(time.Duration(ns
 func (w *Watchdog) Add(item backend.Item, sent time.Time, interval time.Duration, renew bool, holder Holder) (*Entry, error) {
 	e := &Entry{item: item, interval: interval, renew: renew, holder: holder, w: w, index: -1}
 	s := w.at(sent)
-	e.deadline = s + int64(item.TTL-w.cfg.Drift(item.TTL))
+	e.deadline, e.lossAt = math.MinInt64, math.MinInt64
+	w.moveDeadline(e, s, item.TTL)
 	e.next = never
 	if renew {
 		e.next = s + int64(interval)
@@ -236,9 +259,7 @@ func (w *Watchdog) Extended(e *Entry, sent time.Time, ttl, interval time.Duratio
 	e.item.TTL = ttl
 	e.interval = interval
 	s := w.at(sent)
-	if d := s + int64(ttl-w.cfg.Drift(ttl)); d > e.deadline {
-		e.deadline = d
-	}
+	w.moveDeadline(e, s, ttl)
 	if e.state == idle && e.renew {
 		e.next = s + int64(interval)
 		e.attempt = 0
@@ -269,12 +290,22 @@ func (w *Watchdog) Close() []backend.Item {
 	return held
 }
 
+// moveDeadline moves e's local deadline (and the moment it is lost) to
+// what a request sent at sent that set ttl gives, if that is later: a
+// deadline never moves back.
+func (w *Watchdog) moveDeadline(e *Entry, sent int64, ttl time.Duration) {
+	if d := sent + int64(ttl-w.cfg.Drift(ttl)); d > e.deadline {
+		e.deadline = d
+		e.lossAt = d - int64(w.cfg.Slack(ttl))
+	}
+}
+
 // key is when the scheduler must next look at e.
 func (e *Entry) key() int64 {
-	if e.state == idle && e.next < e.deadline {
+	if e.state == idle && e.next < e.lossAt {
 		return e.next
 	}
-	return e.deadline
+	return e.lossAt
 }
 
 func (w *Watchdog) push(e *Entry) {
@@ -330,7 +361,7 @@ func (w *Watchdog) schedule() {
 		due := false
 		for len(w.queue) > 0 {
 			e := w.queue[0]
-			if e.deadline <= now {
+			if e.lossAt <= now {
 				w.finish(e, ErrExpired)
 				lost = append(lost, e)
 				continue
@@ -410,7 +441,7 @@ func (w *Watchdog) worker() {
 				}
 				batch = append(batch, e)
 				items = append(items, e.item)
-				limit = min(limit, e.deadline, now+int64(e.interval/2))
+				limit = min(limit, e.lossAt, now+int64(e.interval/2))
 			}
 			clear(w.ready[:n])
 			w.ready = w.ready[n:]
@@ -466,10 +497,7 @@ func (w *Watchdog) settle(batch []*Entry, items []backend.Item, errs []error, se
 		}
 		switch err := errs[i]; {
 		case err == nil:
-			ttl := items[i].TTL
-			if d := sent + int64(ttl-w.cfg.Drift(ttl)); d > e.deadline {
-				e.deadline = d
-			}
+			w.moveDeadline(e, sent, items[i].TTL)
 			e.next = sent + int64(e.interval)
 			e.attempt = 0
 		case errors.Is(err, backend.ErrNotHeld):

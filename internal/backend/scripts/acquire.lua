@@ -57,6 +57,11 @@ local function fence()
     if not c or c ~= math.floor(c) then
       return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' is not an integer')
     end
+    -- Past 2^53 a double no longer holds every integer: c + 1 could
+    -- equal c.
+    if c >= 9007199254740991 then
+      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' would overflow')
+    end
     if c + 1 > f then
       f = c + 1
     end
