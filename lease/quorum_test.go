@@ -251,3 +251,35 @@ func TestQuorumFivePrimaries(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// S5 in quorum mode: every node hands out max(counter + 1, its clock), so
+// counters that went back on every node (older snapshots everywhere) still
+// give a larger fence; and the raised counters expire with the lease (S6).
+func TestQuorumFenceGrowsAfterCountersWentBack(t *testing.T) {
+	_, clients, raw := quorumGroup(t, 3)
+	ctx := context.Background()
+	m := newQuorum(t, clients, lease.WithTTL(time.Minute))
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range raw {
+		if ttl := c.PTTL(ctx, "tenure:{job}:fence").Val(); c.Exists(ctx, "tenure:{job}").Val() == 1 && ttl <= 0 {
+			t.Errorf("node %d: counter TTL %v while the lease is held there", i, ttl)
+		}
+	}
+	first := l.Fence()
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range raw {
+		c.Set(ctx, "tenure:{job}:fence", 1, time.Minute)
+	}
+	l, err = m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l.Fence() <= first {
+		t.Fatalf("fence %d after counters went back to 1, not above %d", l.Fence(), first)
+	}
+}
