@@ -30,13 +30,17 @@
 //     renewal (every TTL/3 by default) and its context is cancelled with
 //     cause ErrLost.
 //   - Every acquisition gets a fencing token (Lease.Fence) greater than
-//     every one handed out before for the name, even after a Redis restart
-//     that lost all data.
+//     every one handed out before for the name, whatever data Redis comes
+//     back with (none, an older snapshot, a lagged replica): it is
+//     max(counter + 1, server time in microseconds).
+//   - A takeover that only the release finds is a loss too: Release wraps
+//     ErrLost as well as ErrNotHeld, and Do returns ErrLost.
 //   - An acquire whose reply never came may still be executed by the server
 //     later; the manager takes its own token back so that no phantom lease
 //     blocks the name.
 //   - Close releases everything the manager holds and stops every goroutine
-//     it started; a lease whose holder dies expires by its TTL.
+//     it started; a lease whose holder dies expires by its TTL, and no key
+//     of a name outlives its last holder and waiter by more than a TTL.
 //
 // # What is not promised
 //
@@ -102,10 +106,10 @@
 //
 // For a name N and the prefix P ("tenure:" by default, WithKeyPrefix): P{N}
 // holds the lease's token with a TTL (or a reentrant lock's owner counts),
-// P{N}:fence the fencing counter (no TTL), P{N}:queue and P{N}:queue:expiry
-// the fair queue while it has waiters, P{N}:retired:<token> a short-lived
-// marker of an acquire given up or a release done, and P{N}:released is the channel a release
-// publishes on. The braces are a Redis Cluster hash tag: all keys of a name
+// P{N}:fence the fencing counter (expiring with the lease), P{N}:queue and
+// P{N}:queue:expiry the fair queue while it has waiters,
+// P{N}:retired:<token> a short-lived marker of an acquire given up or a
+// release done, and P{N}:released is the channel a release publishes on. The braces are a Redis Cluster hash tag: all keys of a name
 // live in one slot.
 //
 // # Timeouts

@@ -34,12 +34,12 @@ import (
 // Fencing: each server hands out fences from a counter of its own; a lease's
 // fence is the largest among its majority, and before the acquire counts
 // every server of the majority raises its counter to it (a second round
-// trip, only when their counters differ). So a fence is strictly greater
-// than every fence handed out before for the name, as long as no majority
-// of the servers lost the name's counter at once: any two majorities share
-// a server, and that server's counter orders them. A server that lost its
-// data reseeds its counter from its clock in microseconds, which keeps the
-// order too while the servers' clocks are sane. Mutual exclusion holds while
+// trip, only when their counters differ). Any two majorities share a
+// server, and that server's counter orders them; and every server's fence
+// is at least its own clock in microseconds (max(counter + 1, TIME)), so a
+// server that lost its counter, or came back with an older one, still
+// orders them while the servers' clocks agree to within the time between
+// two acquisitions. Mutual exclusion holds while
 // no majority of the servers loses the lease's keys (a restart without
 // persistence is a loss: restart such a server only after a TTL, as the
 // Redlock algorithm asks) and under the clock assumptions of the package
