@@ -34,7 +34,7 @@ func ctxBound(client redis.UniversalClient) bool {
 // gave up waiting for should still happen. It is bounded instead by the op
 // timeout from the moment the caller left.
 func (m *Manager) detach(ctx context.Context, op func(context.Context) error, late func(error)) (err error, left bool) {
-	if m.ctxBound || ctx.Done() == nil || !m.join(&m.bg) {
+	if m.ctxBound || ctx.Done() == nil || !m.bg.enter() {
 		return op(ctx), false
 	}
 	var (
@@ -46,7 +46,7 @@ func (m *Manager) detach(ctx context.Context, op func(context.Context) error, la
 	opCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
-		defer m.bg.Done()
+		defer m.bg.leave()
 		err := op(opCtx)
 		mu.Lock()
 		finished, result = true, err

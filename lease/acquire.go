@@ -1,0 +1,403 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/tenure-go/tenure/internal/backend"
+)
+
+// acquireConfig validates name and opts and returns the settings for one
+// acquisition.
+func (m *Manager) acquireConfig(name string, opts []AcquireOption) (acquireConfig, error) {
+	if err := checkName(name); err != nil {
+		return acquireConfig{}, err
+	}
+	a := m.cfg.acquireConfig
+	for _, o := range opts {
+		if o == nil {
+			return acquireConfig{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+		}
+		if err := o.applyAcquire(&a); err != nil {
+			return acquireConfig{}, err
+		}
+	}
+	if err := m.cfg.check(&a); err != nil {
+		return acquireConfig{}, err
+	}
+	return a, nil
+}
+
+// TryAcquire makes one attempt to acquire name: it returns ErrNotAcquired at
+// once if the name is held.
+func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	return m.acquire(ctx, name, opts, false, "", false)
+}
+
+// Acquire waits until it holds name or ctx ends. ctx bounds the wait only:
+// cancelling it after Acquire returned does not release the lease, whose
+// context keeps ctx's values (trace spans) but not its cancellation.
+//
+// While the name is held, Acquire retries after each step of the backoff
+// policy (WithBackOff), never sleeping past the holder's remaining TTL. A
+// server error or an unknown outcome ends the wait with that error. When ctx
+// ends first the error wraps ErrNotAcquired, ctx's error and its cause
+// (context.WithTimeoutCause), so errors.Is finds each.
+func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	return m.acquire(ctx, name, opts, true, "", false)
+}
+
+// acquire is Acquire (wait) or TryAcquire, reported to the hooks; with an
+// owner, of a reentrant lock.
+func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool) (l *Lease, err error) {
+	h := m.cfg.hooks
+	if h.AcquireStart != nil {
+		ctx = h.AcquireStart(ctx, name)
+	}
+	attempts := 0
+	if h.AcquireDone != nil {
+		start := time.Now()
+		defer func() {
+			h.AcquireDone(ctx, AcquireInfo{Name: name, Lease: l, Attempts: attempts, Waited: time.Since(start), Err: err})
+		}()
+	}
+	a, err := m.acquireConfig(name, opts)
+	if err != nil {
+		return nil, err
+	}
+	a.owner, a.exclusive = owner, exclusive
+	if err := m.supports(a); err != nil {
+		return nil, err
+	}
+	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive}
+	if !wait {
+		return m.tryOnce(ctx, req, a, &attempts)
+	}
+	return m.waitFor(ctx, req, a, &attempts)
+}
+
+// tryOnce is TryAcquire's single attempt.
+func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireConfig, attempts *int) (*Lease, error) {
+	*attempts++
+	req.Token = newToken()
+	l, res, err := m.try(ctx, req, a)
+	switch {
+	case err != nil:
+		return nil, err
+	case l != nil && m.handOver(l):
+		return l, nil
+	case res.Acquired:
+		return nil, fmt.Errorf("%w: %q: it was won, but answered too late to be used", ErrNotAcquired, req.Name)
+	}
+	return nil, fmt.Errorf("%w: %q is held by another holder", ErrNotAcquired, req.Name)
+}
+
+// waitFor is Acquire's loop: attempt, and while the name is held, pause
+// until a release message, the holder's TTL or the backoff step.
+func (m *Manager) waitFor(ctx context.Context, req backend.Request, a acquireConfig, attempts *int) (*Lease, error) {
+	w := m.newWait(req, a, attempts)
+	defer w.end()
+	if err := w.behindOthers(ctx); err != nil {
+		return nil, err
+	}
+	for {
+		l, res, err := w.attempt(ctx)
+		switch {
+		case err != nil:
+			return nil, err
+		case l != nil:
+			return l, nil
+		case res.Retired:
+			continue // the token was spent: a fresh one may win at once
+		}
+		if err := w.pause(ctx, res); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// wait is one Acquire's wait for a name: the request it repeats, its
+// registration with the notifier, the backoff policy and its timer, and
+// whether the fair queue holds its place.
+type wait struct {
+	m        *Manager
+	a        acquireConfig
+	req      backend.Request
+	channel  string
+	attempts *int
+
+	waiter *waiter // registered with the notifier; nil until needed
+	policy backoff.BackOff
+	timer  *time.Timer
+	queued bool // the fair queue holds req.Token: leave it when giving up
+	held   bool // the last attempt found the name held
+}
+
+func (m *Manager) newWait(req backend.Request, a acquireConfig, attempts *int) *wait {
+	if a.fair {
+		// One token for the whole wait: it is the waiter's place in the
+		// queue.
+		req.Token = newToken()
+		req.Queue = a.queue
+	}
+	return &wait{m: m, a: a, req: req, channel: m.layout.Channel(req.Name), attempts: attempts}
+}
+
+// end cleans up after the wait, however it ended: the notifier forgets the
+// waiter, and a fair waiter that did not get the name leaves the queue, so
+// that the others do not wait behind it until the queue forgets it.
+func (w *wait) end() {
+	w.unregister()
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	if w.queued {
+		w.m.leaveLater(w.req)
+	}
+}
+
+func (w *wait) unregister() {
+	if w.waiter != nil {
+		w.m.notify.unregister(w.channel, w.waiter)
+		w.waiter = nil
+	}
+}
+
+// behindOthers makes a barging wait start behind the waiters of its own
+// manager that wait for the name already: it waits for the next release
+// instead of racing them (and, when the name was just released here,
+// taking it back before they hear of it).
+func (w *wait) behindOthers(ctx context.Context) error {
+	m := w.m
+	if w.a.fair || m.notify == nil || !m.notify.waiting(w.channel) {
+		return nil
+	}
+	if w.waiter, _ = m.notify.register(w.channel, false, 0); w.waiter == nil {
+		return nil
+	}
+	select {
+	case <-w.waiter.wake:
+	case <-ctx.Done():
+		return notAcquired(w.req.Name, false, false, ctxError(ctx))
+	case <-m.closing:
+		return ErrClosed
+	case <-time.After(w.a.queue / 3):
+		// The waiter ahead vanished without a word; look anyway.
+	}
+	return nil
+}
+
+// attempt makes one attempt: it returns the lease handed over, or what the
+// server said (the name is held, or the token was spent), or an error that
+// ends the wait.
+func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error) {
+	m := w.m
+	*w.attempts++
+	if !w.a.fair {
+		w.req.Token = newToken()
+	}
+	l, res, err := m.try(ctx, w.req, w.a)
+	w.held = err == nil && !res.Acquired && !res.Retired
+	if w.waiter != nil && err == nil {
+		// Answered the wake-up: nobody else need be woken for it, whether
+		// we won or someone elsewhere did.
+		m.notify.tried(w.waiter, res.Arrival)
+	}
+	if l != nil {
+		w.unregister()
+		if m.handOver(l) {
+			w.queued = false // taking the name took us out of the queue
+			return l, res, nil
+		}
+		// Too late to hand over: try again, as for a held name.
+	}
+	switch {
+	case err != nil:
+		if backend.MaybeApplied(err) {
+			w.queued = false // the abandon that follows takes us out of the queue
+		}
+		return nil, res, err
+	case w.a.fair && res.Arrival == 0:
+		// The attempt spent the waiter's token: it won a lease that came
+		// too late and is being released under that token, or found the
+		// token retired. The same token could be answered "held" just
+		// before that release deletes the key, or be refused until the
+		// retirement expires: go on with a new one (the old one left the
+		// queue when it took the name, or when it was retired).
+		w.req.Token = newToken()
+		w.queued = false
+	default:
+		w.queued = w.a.fair
+	}
+	return nil, res, nil
+}
+
+// pause waits after an attempt that found the name held, until a release
+// message wakes the waiter, the holder's TTL runs out or the backoff step
+// passes; an error ends the wait.
+func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
+	m, a := w.m, w.a
+	if w.policy == nil {
+		w.policy = a.newBackOff()
+	}
+	step := w.policy.NextBackOff()
+	if step == backoff.Stop {
+		return notAcquired(w.req.Name, w.held, a.fair, errBackOffStop)
+	}
+	// Keys expire at millisecond granularity; a millisecond more makes sure
+	// the holder's key is gone when we look again.
+	if res.HolderTTL >= 0 && res.HolderTTL+time.Millisecond < step {
+		step = res.HolderTTL + time.Millisecond
+	}
+	if a.fair && step > a.queue/3 {
+		step = a.queue / 3 // keep our place in the queue
+	}
+	if w.waiter == nil && m.notify != nil {
+		var armed bool
+		if w.waiter, armed = m.notify.register(w.channel, a.fair, res.Arrival); armed {
+			// We listen now, but a release since our attempt went unheard:
+			// look again at once.
+			return nil
+		}
+	}
+	var wake <-chan struct{}
+	if w.waiter != nil {
+		wake = w.waiter.wake
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(step)
+	} else {
+		w.timer.Reset(step)
+	}
+	select {
+	case <-w.timer.C:
+	case <-wake:
+		w.timer.Stop() // Go 1.23 timers: no stale tick after Stop or Reset
+	case <-ctx.Done():
+		return notAcquired(w.req.Name, w.held, a.fair, ctxError(ctx))
+	case <-m.closing:
+		return ErrClosed
+	}
+	return nil
+}
+
+// handOver reports whether l may still be handed to the caller: its local
+// deadline has not passed. try checks the reply's delay, but the caller
+// gets the lease later, and a stall in between (a descheduled goroutine, a
+// lock) must not hand over a lease whose context should be cancelled
+// already (S1). A lease too late is ended and released in the background.
+func (m *Manager) handOver(l *Lease) bool {
+	// The watchdog may have lost it already: it does so a slack before
+	// the deadline.
+	if time.Now().Before(l.Deadline()) && l.Err() == nil {
+		return true
+	}
+	if m.wd.Remove(l.entry) == nil {
+		l.end(ErrLost)
+	}
+	item := l.item()
+	m.bg.spawn(func() { m.cleanUp("clean-up release", item.Name, m.releaseOp(item)) })
+	return false
+}
+
+// try makes one attempt. It returns the lease, or when the name is held
+// what the server said of the holder (its remaining TTL, negative if
+// unknown, and our place in a fair queue), or, with res.Acquired and no
+// lease, that the attempt won the name but came back too late to use, or an
+// error.
+func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig) (*Lease, backend.Acquisition, error) {
+	if !m.bg.enter() {
+		return nil, backend.Acquisition{}, ErrClosed
+	}
+	defer m.bg.leave()
+	if ctx.Err() != nil {
+		return nil, backend.Acquisition{}, notAcquired(req.Name, false, false, ctxError(ctx))
+	}
+	sent := time.Now()
+	res, err := m.send(ctx, req)
+	if err != nil {
+		return nil, backend.Acquisition{}, err
+	}
+	if !res.Acquired {
+		return nil, res, nil
+	}
+	if time.Since(sent) >= a.ttl-m.cfg.drift(a.ttl) {
+		// The reply took longer than the lease may be trusted for: it is
+		// useless, and holding it would only block the name. res says
+		// Acquired with no lease: won, too late.
+		m.releaseLater(m.requestItem(req, res))
+		return nil, res, nil
+	}
+	l, err := m.hold(ctx, req, a, res, sent)
+	return l, res, err
+}
+
+// send sends one acquire request. When the caller gives up before the
+// answer (or the answer is unknown), the request is taken back in the
+// background (S7): it may have been executed, or may yet be.
+func (m *Manager) send(ctx context.Context, req backend.Request) (backend.Acquisition, error) {
+	var res backend.Acquisition
+	err, left := m.detach(ctx, func(ctx context.Context) (err error) {
+		res, err = m.be.Acquire(ctx, req)
+		return err
+	}, func(err error) {
+		// The caller gave up before the answer came; now it has.
+		switch {
+		case err == nil && res.Acquired:
+			m.cleanUp("clean-up release", req.Name, m.releaseOp(m.requestItem(req, res)))
+		case backend.MaybeApplied(err):
+			m.cleanUp("abandoning an unanswered acquire", req.Name, m.abandonOp(req))
+		}
+	})
+	switch {
+	case err == nil:
+		return res, nil
+	case !left && backend.MaybeApplied(err):
+		m.abandonLater(req)
+	}
+	if ctx.Err() != nil {
+		return res, notAcquired(req.Name, false, false, errors.Join(ctxError(ctx), err))
+	}
+	return res, fmt.Errorf("tenure: acquire %q: %w", req.Name, err)
+}
+
+// hold makes the lease of a successful request and puts it under the
+// watchdog, unless the manager closed meanwhile.
+func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig, res backend.Acquisition, sent time.Time) (*Lease, error) {
+	l := &Lease{m: m, name: req.Name, token: req.Token, fence: res.Fence, explicitInterval: a.interval > 0,
+		owner: req.Owner, exclusive: req.Exclusive, depth: 1}
+	l.acquired = time.Now()
+	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), leaseKey{}, l))
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.closed {
+		l.cancel(ErrClosed)
+		m.releaseLater(m.requestItem(req, res))
+		return nil, ErrClosed
+	}
+	var err error
+	l.entry, err = m.wd.Add(req.Item(), sent, a.renewInterval(), !a.noRenew, (*holder)(l))
+	if err != nil { // the watchdog closes only after m.closed is set
+		panic("tenure: watchdog closed while the manager is open")
+	}
+	m.held[l] = struct{}{}
+	return l, nil
+}
+
+// requestItem is what to release to undo a successful request nobody will
+// use: for a reentrant lock, the one entry it added (all of them when the
+// owner is the request's alone).
+func (m *Manager) requestItem(req backend.Request, res backend.Acquisition) backend.Item {
+	it := req.Item()
+	if it.Reentrant {
+		it.Op = req.Token
+		if !req.Exclusive {
+			it.Count = 1
+		}
+	}
+	return it
+}
