@@ -425,6 +425,9 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 	}
 	l := &Lease{m: m, name: name, token: req.Token, fence: res.Fence, explicitInterval: a.interval > 0,
 		owner: req.Owner, exclusive: req.Exclusive, depth: 1}
+	if broken { // tenure_broken builds only: broken_on.go
+		l.fence = breakFence(name, l.fence)
+	}
 	if time.Since(sent) >= a.ttl-m.cfg.drift(a.ttl) {
 		// The reply took longer than the lease may be trusted for: it is
 		// useless, and holding it would only block the name.
