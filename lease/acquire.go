@@ -370,6 +370,9 @@ func (m *Manager) send(ctx context.Context, req backend.Request) (backend.Acquis
 func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig, res backend.Acquisition, sent time.Time) (*Lease, error) {
 	l := &Lease{m: m, name: req.Name, token: req.Token, fence: res.Fence, explicitInterval: a.interval > 0,
 		owner: req.Owner, exclusive: req.Exclusive, depth: 1}
+	if broken { // tenure_broken builds only: broken_on.go
+		l.fence = breakFence(req.Name, l.fence)
+	}
 	l.acquired = time.Now()
 	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), leaseKey{}, l))
 	m.mu.Lock()

@@ -305,6 +305,9 @@ func (l *Lease) lost(reason error) {
 	if errors.Is(reason, watchdog.ErrClosed) {
 		return
 	}
+	if broken && breakLoss(l, reason) { // tenure_broken builds only: broken_on.go
+		return
+	}
 	l.mu.Lock()
 	if l.err == nil {
 		l.reason = reason

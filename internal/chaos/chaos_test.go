@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,20 +33,58 @@ var (
 	flagWorkers  = flag.Int("chaos.workers", 6, "contending goroutines per manager (every third uses Do)")
 	flagNames    = flag.Int("chaos.names", 3, "names contended for")
 	flagTTL      = flag.Duration("chaos.ttl", time.Second, "lease TTL")
-	flagFaults   = flag.String("chaos.faults", "pause,restart,latency,blackhole,reset,gcstall", "fault kinds to inject")
+	flagFaults   = flag.String("chaos.faults", allFaults, "fault kinds to inject")
+	flagLinWait  = flag.Duration("chaos.lintimeout", 60*time.Second, "how long porcupine may search before the linearizability check reports unknown")
 )
+
+const allFaults = "pause,restart,oldrdb,everysec,promote,latency,blackhole,reset,gcstall"
+
+// config is one run's settings: the flags for TestChaos, fixed ones for the
+// tests of the checker against a broken lease.
+type config struct {
+	duration, ttl           time.Duration
+	seed                    uint64
+	lossy                   float64
+	managers, workers, nams int
+	faults                  string
+	linTimeout              time.Duration
+}
+
+func flagConfig() config {
+	seed := *flagSeed
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano())
+	}
+	return config{duration: *flagDuration, ttl: *flagTTL, seed: seed, lossy: *flagLossy, managers: *flagManagers,
+		workers: *flagWorkers, nams: *flagNames, faults: *flagFaults, linTimeout: *flagLinWait}
+}
+
+// outcome is what a run found.
+type outcome struct {
+	report   *Report
+	history  History
+	summary  string
+	acquired int64
+}
 
 // run is one chaos run's shared state.
 type run struct {
 	t       *testing.T
+	cfg     config
 	ctx     context.Context // ends when the run's time is up
 	ttl     time.Duration
-	srv     *redistest.Server
+	srv     *redistest.Server // the primary every client reaches; swapped by promote
 	proxies []*redistest.Proxy
 	rec     Recorder
 	store   *Store
 	names   []string
 	faults  map[string]bool
+	obs     *observer
+
+	// For promote: a replica of srv, fed through link, which a black hole
+	// makes lag before it is promoted.
+	standby *redistest.Server
+	link    *redistest.Proxy
 
 	exact         []bool       // manager i's client does not retry commands
 	stallsPending atomic.Int64 // GC-like stalls waiting for a holder to take them
@@ -66,24 +106,45 @@ func (r *run) noteErr(what string, err error) {
 }
 
 func TestChaos(t *testing.T) {
-	seed := *flagSeed
-	if seed == 0 {
-		seed = uint64(time.Now().UnixNano())
+	cfg := flagConfig()
+	out := runChaos(t, cfg)
+	if n := out.report.Violations(); n > 0 {
+		t.Fatalf("%d violations (seed %d)", n, cfg.seed)
 	}
-	t.Logf("chaos: seed %d, duration %v, ttl %v, lossy restarts %.2f, %d managers x %d workers on %d names; rerun with -chaos.seed=%d",
-		seed, *flagDuration, *flagTTL, *flagLossy, *flagManagers, *flagWorkers, *flagNames, seed)
-	r := &run{t: t, ttl: *flagTTL, store: NewStore(), faults: map[string]bool{}}
-	for _, k := range strings.Split(*flagFaults, ",") {
-		r.faults[strings.TrimSpace(k)] = true
+	rep := out.report
+	if out.acquired < 100 || rep.SectionsByEnd[EndLost] == 0 || len(out.history.Faults) < 5 {
+		t.Fatalf("the run exercised too little: %d acquisitions, %d losses, %d faults", out.acquired, rep.SectionsByEnd[EndLost], len(out.history.Faults))
 	}
-	for i := range *flagNames {
+}
+
+// runChaos runs one chaos run and checks its history; the caller decides
+// what the report must say.
+func runChaos(t *testing.T, cfg config) outcome {
+	t.Logf("chaos: seed %d, duration %v, ttl %v, lossy restarts %.2f, %d managers x %d workers on %d names, faults %s; rerun with -chaos.seed=%d",
+		cfg.seed, cfg.duration, cfg.ttl, cfg.lossy, cfg.managers, cfg.workers, cfg.nams, cfg.faults, cfg.seed)
+	r := &run{t: t, cfg: cfg, ttl: cfg.ttl, store: NewStore(), faults: map[string]bool{}}
+	for _, k := range strings.Split(cfg.faults, ",") {
+		k = strings.TrimSpace(k)
+		if k != "" && !slices.Contains(strings.Split(allFaults, ","), k) {
+			t.Fatalf("unknown fault %q: the kinds are %s", k, allFaults)
+		}
+		r.faults[k] = true
+	}
+	for i := range cfg.nams {
 		r.names = append(r.names, fmt.Sprintf("res%d", i))
 	}
 	r.srv = redistest.Start(t, redistest.Config{AOF: true})
+	if r.faults["promote"] {
+		r.standby = redistest.Start(t, redistest.Config{AOF: true})
+		if err := r.attachStandby(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.link.Close() })
+	}
 	redis.SetLogger(discardLogger{}) // go-redis's own complaints about dials while the server is down
 
 	quiet := slog.New(slog.DiscardHandler)
-	managers := make([]*lease.Manager, *flagManagers)
+	managers := make([]*lease.Manager, cfg.managers)
 	r.exact = make([]bool, len(managers))
 	for i := range managers {
 		p := redistest.StartProxy(t, r.srv.Addr())
@@ -113,15 +174,16 @@ func TestChaos(t *testing.T) {
 		managers[i] = m
 	}
 
-	obs := newObserver(r.srv, r.names)
+	r.obs = newObserver(r.srv, r.names)
 	obsDone := make(chan struct{})
 	obsCtx, stopObs := context.WithCancel(context.Background())
-	go func() { defer close(obsDone); obs.run(obsCtx) }()
+	go func() { defer close(obsDone); r.obs.run(obsCtx) }()
 
-	ctx, cancel := context.WithTimeout(context.Background(), *flagDuration)
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
 	defer cancel()
 	r.ctx = ctx
 	began := time.Now()
+	seed := cfg.seed
 
 	var faultsWG, workersWG sync.WaitGroup
 	faultsWG.Go(func() { r.serverFaults(rand.New(rand.NewPCG(seed, 1))) })
@@ -129,7 +191,7 @@ func TestChaos(t *testing.T) {
 		faultsWG.Go(func() { r.clientFaults(rand.New(rand.NewPCG(seed, uint64(2+k)))) })
 	}
 	for mi, m := range managers {
-		for g := range *flagWorkers {
+		for g := range cfg.workers {
 			rng := rand.New(rand.NewPCG(seed, uint64(100+mi*1000+g)))
 			holder := fmt.Sprintf("m%d/g%d", mi, g)
 			if g%3 == 2 {
@@ -154,13 +216,14 @@ func TestChaos(t *testing.T) {
 	<-obsDone
 	elapsed := time.Since(began)
 
-	h := r.rec.History(r.store, obs.sightings())
+	h := r.rec.History(r.store, r.obs.sightings())
 	rep := Check(h)
+	rep.Linearizability = CheckLinearizable(h, cfg.linTimeout)
 	var st Stats
 	st.Add("seed", "%d", seed)
 	st.Add("duration", "%v", elapsed.Round(time.Millisecond))
 	st.Add("lease TTL", "%v", r.ttl)
-	st.Add("managers x workers", "%d x %d on %d names", len(managers), *flagWorkers, len(r.names))
+	st.Add("managers x workers", "%d x %d on %d names", len(managers), cfg.workers, len(r.names))
 	st.Add("acquire calls (Acquire + Do)", "%d", r.attempts.Load())
 	st.Add("  acquisitions", "%d", r.acquired.Load())
 	st.Add("  timed out waiting", "%d", r.acquireTimeouts.Load())
@@ -171,7 +234,8 @@ func TestChaos(t *testing.T) {
 	st.Add("  ErrNotHeld", "%d", r.releaseNotHeld.Load())
 	st.Add("    while live, from a retrying client", "%d", r.notHeldAmbiguous.Load())
 	st.Add("  other errors", "%d", r.releaseErrors.Load())
-	st.Add("observer polls (ok/failed)", "%d/%d", obs.polls, obs.failed)
+	polls, failed := r.obs.counts()
+	st.Add("observer polls (ok/failed)", "%d/%d", polls, failed)
 	st.Add("tokens seen by the observer", "%d", len(h.Sightings))
 	var b strings.Builder
 	rep.Print(&b, &st)
@@ -179,17 +243,25 @@ func TestChaos(t *testing.T) {
 		fmt.Fprintf(&b, "error seen %d times: %s\n", v.(*atomic.Int64).Load(), k)
 		return true
 	})
+	if rep.Linearizability.Failed() {
+		dir := os.Getenv("CHAOS_ARTIFACTS")
+		if dir == "" {
+			dir = os.TempDir()
+		}
+		path := filepath.Join(dir, fmt.Sprintf("chaos-%s-porcupine-%d.html", strings.ReplaceAll(t.Name(), "/", "-"), seed))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Errorf("artifacts: %v", err)
+		} else if err := rep.Linearizability.Visualize(path); err != nil {
+			t.Errorf("porcupine's visualisation: %v", err)
+		} else {
+			fmt.Fprintf(&b, "porcupine's visualisation of the failing history: %s\n", path)
+		}
+	}
 	t.Logf("chaos summary:\n%s", b.String())
 	if out := os.Getenv("CHAOS_SUMMARY"); out != "" {
 		_ = os.WriteFile(out, []byte(b.String()), 0o644)
 	}
-
-	if n := rep.Violations(); n > 0 {
-		t.Fatalf("%d violations (seed %d)", n, seed)
-	}
-	if r.acquired.Load() < 100 || rep.SectionsByEnd[EndLost] == 0 || len(h.Faults) < 5 {
-		t.Fatalf("the run exercised too little: %d acquisitions, %d losses, %d faults", r.acquired.Load(), rep.SectionsByEnd[EndLost], len(h.Faults))
-	}
+	return outcome{report: rep, history: h, summary: b.String(), acquired: r.acquired.Load()}
 }
 
 type discardLogger struct{}
@@ -210,11 +282,12 @@ func (r *run) between(rng *rand.Rand, lo, hi float64) time.Duration {
 	return time.Duration((lo + rng.Float64()*(hi-lo)) * float64(r.ttl))
 }
 
-// serverFaults pauses the server and kills and restarts it, one fault at a
-// time, until the run ends.
+// serverFaults pauses the server, kills and restarts it, brings it back
+// with older data or fails over to a lagging replica, one fault at a time,
+// until the run ends.
 func (r *run) serverFaults(rng *rand.Rand) {
 	var kinds []string
-	for _, k := range []string{"pause", "restart"} {
+	for _, k := range []string{"pause", "restart", "oldrdb", "everysec", "promote"} {
 		if r.faults[k] {
 			kinds = append(kinds, k)
 		}
@@ -227,44 +300,165 @@ func (r *run) serverFaults(rng *rand.Rand) {
 		if r.ctx.Err() != nil {
 			return
 		}
+		var err error
 		switch kinds[rng.IntN(len(kinds))] {
 		case "pause":
-			d := r.between(rng, 0.2, 2)
-			start := time.Now()
-			if err := r.srv.Pause(); err != nil {
-				r.t.Errorf("pause: %v", err)
-				return
-			}
-			sleepCtx(r.ctx, d)
-			if err := r.srv.Resume(); err != nil {
-				r.t.Errorf("resume: %v", err)
-				return
-			}
-			r.rec.Fault(Fault{Kind: "redis pause (SIGSTOP)", Start: start, End: time.Now()})
+			err = r.pause(rng)
 		case "restart":
-			lossy := rng.Float64() < *flagLossy
-			d := r.between(rng, 0.1, 1.5)
-			start := time.Now()
-			if err := r.srv.Kill(); err != nil {
-				r.t.Errorf("kill: %v", err)
-				return
-			}
-			kind := "redis kill+restart, AOF kept"
-			if lossy {
-				// The AOF is gone: the server comes back empty.
-				if err := os.RemoveAll(filepath.Join(r.srv.Dir(), "appendonlydir")); err != nil {
-					r.t.Errorf("removing the AOF: %v", err)
-				}
-				kind = "redis kill+restart, data lost"
-			}
-			sleepCtx(r.ctx, d)
-			if err := r.srv.Restart(); err != nil {
-				r.t.Errorf("restart: %v", err)
-				return
-			}
-			r.rec.Fault(Fault{Kind: kind, Start: start, End: time.Now(), LosesData: lossy})
+			err = r.restart(rng)
+		case "oldrdb":
+			err = r.oldSnapshot(rng)
+		case "everysec":
+			err = r.everysec(rng)
+		case "promote":
+			err = r.promote(rng)
+		}
+		if err != nil {
+			r.t.Errorf("server fault: %v", err)
+			return
 		}
 	}
+}
+
+func (r *run) pause(rng *rand.Rand) error {
+	d := r.between(rng, 0.2, 2)
+	start := time.Now()
+	if err := r.srv.Pause(); err != nil {
+		return err
+	}
+	sleepCtx(r.ctx, d)
+	if err := r.srv.Resume(); err != nil {
+		return err
+	}
+	r.rec.Fault(Fault{Kind: "redis pause (SIGSTOP)", Start: start, End: time.Now()})
+	return nil
+}
+
+func (r *run) restart(rng *rand.Rand) error {
+	lossy := rng.Float64() < r.cfg.lossy
+	d := r.between(rng, 0.1, 1.5)
+	start := time.Now()
+	if err := r.srv.Kill(); err != nil {
+		return err
+	}
+	kind := "redis kill+restart, AOF kept"
+	if lossy {
+		// The AOF is gone: the server comes back empty.
+		if err := os.RemoveAll(filepath.Join(r.srv.Dir(), "appendonlydir")); err != nil {
+			return fmt.Errorf("removing the AOF: %w", err)
+		}
+		kind = "redis kill+restart, data lost"
+	}
+	sleepCtx(r.ctx, d)
+	if err := r.srv.Restart(); err != nil {
+		return err
+	}
+	r.rec.Fault(Fault{Kind: kind, Start: start, End: time.Now(), LosesData: lossy})
+	return nil
+}
+
+// oldSnapshot saves an RDB snapshot, lets the holders go on for a while
+// (acquisitions move the fencing counters past the snapshot's), then kills
+// the server and brings it back from the snapshot with its AOF gone: the
+// counters come back older than fences already handed out.
+func (r *run) oldSnapshot(rng *rand.Rand) error {
+	snap, err := r.srv.Save()
+	if err != nil {
+		return err
+	}
+	sleepCtx(r.ctx, r.between(rng, 0.5, 3))
+	d := r.between(rng, 0.1, 1)
+	start := time.Now()
+	if err := r.srv.Kill(); err != nil {
+		return err
+	}
+	sleepCtx(r.ctx, d)
+	if err := r.srv.RestartFromSnapshot(snap); err != nil {
+		return err
+	}
+	r.rec.Fault(Fault{Kind: "redis restart from an older RDB snapshot", Start: start, End: time.Now(), LosesData: true})
+	return nil
+}
+
+// everysec switches the server to appendfsync everysec, marks its AOF (an
+// fsync), and within the next second kills it and brings it back with the
+// AOF cut to the mark, sometimes in the middle of a command: what a host
+// that went down with Redis keeps of a file fsynced once a second. (A kill
+// alone loses nothing: the kernel keeps what Redis wrote.) The restart
+// reads the config file again, so appendfsync is back to always.
+func (r *run) everysec(rng *rand.Rand) error {
+	c := r.srv.NewClient()
+	err := c.ConfigSet(context.Background(), "appendfsync", "everysec").Err()
+	_ = c.Close()
+	if err != nil {
+		return fmt.Errorf("appendfsync everysec: %w", err)
+	}
+	mark, err := r.srv.MarkAOF()
+	if err != nil {
+		return err
+	}
+	time.Sleep(time.Duration(300+rng.IntN(700)) * time.Millisecond) // not cut short by the run's end: the restart undoes the fault
+	extra := int64(0)
+	if rng.IntN(2) == 0 {
+		extra = int64(1 + rng.IntN(64)) // a torn command at the end
+	}
+	d := r.between(rng, 0.1, 1)
+	start := time.Now()
+	if err := r.srv.Kill(); err != nil {
+		return err
+	}
+	sleepCtx(r.ctx, d)
+	if err := r.srv.RestartLosingAOFTail(mark, extra); err != nil {
+		return err
+	}
+	r.rec.Fault(Fault{Kind: "redis killed with appendfsync everysec, AOF tail lost", Start: start, End: time.Now(), LosesData: true})
+	return nil
+}
+
+// attachStandby makes r.standby a replica of r.srv through a fresh link
+// proxy, and waits until it is in sync.
+func (r *run) attachStandby() error {
+	link, err := redistest.NewProxy(r.srv.Addr())
+	if err != nil {
+		return err
+	}
+	r.link = link
+	if err := r.standby.ReplicaOf(link.Addr()); err != nil {
+		return err
+	}
+	return r.standby.WaitReplicaSynced(30 * time.Second)
+}
+
+// promote cuts the standby off from the primary (a black hole on its
+// replication link: what the primary sends from then on never arrives), lets
+// the holders go on, kills the primary, promotes the standby with the data
+// it had (REPLICAOF NO ONE) and points every client at it, as a failover
+// to a replica that lagged would. The old primary then comes back as the
+// new standby.
+func (r *run) promote(rng *rand.Rand) error {
+	r.link.BlackHole(true)
+	sleepCtx(r.ctx, r.between(rng, 0.5, 2))
+	start := time.Now()
+	old, promoted := r.srv, r.standby
+	if err := old.Kill(); err != nil {
+		return err
+	}
+	if err := promoted.ReplicaOf(""); err != nil {
+		return err
+	}
+	for _, p := range r.proxies {
+		p.SetTarget(promoted.Addr())
+		p.ResetConnections()
+	}
+	r.obs.retarget(promoted.Addr())
+	r.rec.Fault(Fault{Kind: "lagging replica promoted", Start: start, End: time.Now(), LosesData: true})
+
+	_ = r.link.Close()
+	r.srv, r.standby = promoted, old
+	if err := old.Restart(); err != nil {
+		return err
+	}
+	return r.attachStandby()
 }
 
 // clientFaults disturbs one client's proxy at a time, or asks a holder to
@@ -371,6 +565,7 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		}
 		actx, cancel := context.WithTimeout(r.ctx, 2*r.ttl)
 		r.attempts.Add(1)
+		called := time.Now()
 		l, err := m.Acquire(actx, name, opts...)
 		cancel()
 		if err != nil {
@@ -392,7 +587,7 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		start := time.Now()
 		r.acquired.Add(1)
 		end := watchEnd(l.Context())
-		s := Section{ID: r.rec.NextID(), Name: name, Holder: holder, Token: l.Token(), Fence: l.Fence(), Start: start}
+		s := Section{ID: r.rec.NextID(), Name: name, Holder: holder, Token: l.Token(), Fence: l.Fence(), Called: called, Start: start}
 		r.store.Write(s.ID, name, s.Fence, false)
 		if stall {
 			// The holder stops looking at its context for longer than the
@@ -447,8 +642,8 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 	}
 }
 
-// doWorker does the same through Do, which hides the lease: no token, no
-// fence, no writes; its sections count for overlaps only.
+// doWorker does the same through Do, whose function finds its lease with
+// lease.FromContext.
 func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
 	for r.ctx.Err() == nil {
 		name := r.names[rng.IntN(len(r.names))]
@@ -461,12 +656,26 @@ func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
 		)
 		r.attempts.Add(1)
 		r.doCalls.Add(1)
+		called := time.Now()
 		err := m.Do(dctx, name, func(ctx context.Context) error {
-			s = Section{ID: r.rec.NextID(), Name: name, Holder: holder + " (Do)", Start: time.Now()}
+			s = Section{ID: r.rec.NextID(), Name: name, Holder: holder + " (Do)", Called: called, Start: time.Now()}
 			r.acquired.Add(1)
 			end = watchEnd(ctx)
+			l, ok := lease.FromContext(ctx)
+			if !ok {
+				r.t.Errorf("Do's function context carries no lease")
+			} else {
+				s.Token, s.Fence = l.Token(), l.Fence()
+				r.store.Write(s.ID, name, s.Fence, false)
+			}
 			sleepCtx(ctx, hold)
 			stopped = time.Now()
+			if ok {
+				s.Deadline = l.Deadline()
+				if ctx.Err() == nil {
+					r.store.Write(s.ID, name, s.Fence, false)
+				}
+			}
 			return nil
 		})
 		cancel()
@@ -504,10 +713,13 @@ func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
 }
 
 // observer polls the lease keys about every millisecond on a connection of
-// its own, straight to the server, and records when each token was last
-// seen and when it was first seen gone.
+// its own, straight to the server (following a promotion), and records when
+// each token was last seen, when its key's TTL would run out, and when it
+// was first seen gone. Each poll reads the values and their PEXPIRETIME in
+// one MULTI, so the expiry read is the one of the token read.
 type observer struct {
 	client *redis.Client
+	addr   atomic.Pointer[string]
 	names  []string
 	keys   []string
 
@@ -519,14 +731,30 @@ type observer struct {
 }
 
 func newObserver(srv *redistest.Server, names []string) *observer {
+	o := &observer{names: names, seen: map[string]*Sighting{}, current: map[string]string{}}
+	o.retarget(srv.Addr())
 	opts := srv.Options()
 	opts.MaxRetries = -1 // every poll's times are its own
 	opts.PoolSize = 1
-	o := &observer{client: redis.NewClient(opts), names: names, seen: map[string]*Sighting{}, current: map[string]string{}}
+	opts.Dialer = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, network, *o.addr.Load())
+	}
+	o.client = redis.NewClient(opts)
 	for _, n := range names {
 		o.keys = append(o.keys, "tenure:{"+n+"}")
 	}
 	return o
+}
+
+// retarget points the observer at another server; its open connection,
+// to a killed server, fails and the next poll dials the new one.
+func (o *observer) retarget(addr string) { o.addr.Store(&addr) }
+
+func (o *observer) counts() (polls, failed int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.polls, o.failed
 }
 
 func (o *observer) run(ctx context.Context) {
@@ -534,9 +762,24 @@ func (o *observer) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		sent := time.Now()
-		vals, err := o.client.MGet(pctx, o.keys...).Result()
+		var (
+			mget *redis.SliceCmd
+			exps []*redis.Cmd
+		)
+		_, err := o.client.TxPipelined(pctx, func(p redis.Pipeliner) error {
+			mget = p.MGet(pctx, o.keys...)
+			exps = exps[:0]
+			for _, k := range o.keys {
+				exps = append(exps, p.Do(pctx, "PEXPIRETIME", k))
+			}
+			return nil
+		})
 		got := time.Now()
 		cancel()
+		var vals []any
+		if err == nil {
+			vals, err = mget.Result()
+		}
 		if err != nil {
 			o.mu.Lock()
 			o.failed++
@@ -561,6 +804,11 @@ func (o *observer) run(ctx context.Context) {
 					o.seen[tok] = g
 				}
 				g.LastSeen = sent
+				// Redis serves a key through the millisecond of its
+				// PEXPIRETIME and drops it from the next one on.
+				if ms, err := exps[i].Int64(); err == nil && ms > 0 && g.GoneBy.IsZero() {
+					g.ExpiresAt = time.UnixMilli(ms + 1)
+				}
 			}
 			o.current[name] = tok
 		}
@@ -568,7 +816,6 @@ func (o *observer) run(ctx context.Context) {
 		time.Sleep(time.Millisecond)
 	}
 }
-
 func (o *observer) sightings() []Sighting {
 	o.mu.Lock()
 	defer o.mu.Unlock()

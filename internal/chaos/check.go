@@ -11,35 +11,59 @@ import (
 	"time"
 )
 
-// Report is what Check found. The first four lists are violations; the
-// Expected ones follow a restart that lost the server's data, where S1 does
-// not hold by design, and do not fail a run.
+// Report is what Check found. The first four lists are violations, and so is
+// a history porcupine proves not linearizable; the Expected ones follow a
+// fault that brought the server back without data it had acknowledged,
+// where S1 does not hold by design, and do not fail a run.
 type Report struct {
 	Overlaps        []string // two live holders of one name
 	FenceBackwards  []string // a fence not above every earlier one of its name
 	OutlivedServer  []string // a lease context live after the server dropped the lease
-	StaleAccepted   []string // a write accepted with a fence below one accepted before
-	ExpectedOverlap []string // overlaps after a data-losing restart
-	ExpectedOutlive []string // server-side losses caused by a data-losing restart
+	StaleAccepted   []string // a stale write a correct fenced resource would have accepted
+	ExpectedOverlap []string // overlaps after a data-losing fault
+	ExpectedOutlive []string // server-side losses caused by a data-losing fault
 
-	Sections       int
-	SectionsByEnd  map[Ending]int
-	Stalled        int
-	WritesAccepted int
-	WritesRejected int
-	StaleRejected  int // writes of stalled holders, rejected as they should be
-	StaleLate      int // writes of stalled holders accepted: no newer holder had written yet
-	FaultsByKind   map[string]int
+	// Linearizability is CheckLinearizable's verdict, when the caller ran it.
+	Linearizability LinResult
+
+	Sections      int
+	SectionsByEnd map[Ending]int
+	Stalled       int
+	Writes        int
+	StalledWrites int
+	// Stale writes: the writer had been superseded, a newer holder of the
+	// name was granted before the write.
+	StaleWrites int
+	// ... of which a correct fenced resource rejects: a newer holder had
+	// written a larger fence first.
+	StaleRejectable int
+	// ... of which any fenced resource accepts, which fencing cannot help:
+	// no newer holder had written yet.
+	StaleUnfenced int
+	FaultsByKind  map[string]int
 	// Cancellations after the local deadline: not violations by
 	// themselves (the drift margin absorbs a little lateness), but the
 	// scheduler slack the run suffered.
 	LateCancels int
 	MaxLate     time.Duration
+	// Margins holds, for each section that ended lost, how long before the
+	// server dropped its lease its context was cancelled (server expiry -
+	// cancellation); negative ones are violations (OutlivedServer). Sections
+	// in the window of a data-losing fault are left out.
+	Margins []time.Duration
+	// MarginUnknown counts lost sections whose lease the observer never saw
+	// on the server (lost within a poll, or while the observer could not
+	// reach the server).
+	MarginUnknown int
 }
 
 // Violations is the number of violations: a run with any fails.
 func (r *Report) Violations() int {
-	return len(r.Overlaps) + len(r.FenceBackwards) + len(r.OutlivedServer) + len(r.StaleAccepted)
+	n := len(r.Overlaps) + len(r.FenceBackwards) + len(r.OutlivedServer) + len(r.StaleAccepted)
+	if r.Linearizability.Failed() {
+		n++
+	}
+	return n
 }
 
 // Check validates h.
@@ -65,9 +89,9 @@ func Check(h History) *Report {
 			losses = append(losses, f)
 		}
 	}
-	// dataLost reports whether a data-losing restart may have erased a
+	// dataLost reports whether a data-losing fault may have erased a
 	// lease granted at granted (by when its Acquire returned) before after:
-	// the server was killed no later than after, and came back no earlier
+	// the server went down no later than after, and came back no earlier
 	// than granted.
 	dataLost := func(granted, after time.Time) bool {
 		for _, f := range losses {
@@ -118,11 +142,12 @@ func Check(h History) *Report {
 		)
 		for _, s := range ss {
 			if s.Fence == 0 {
-				continue // unknown (Do)
+				continue // unknown
 			}
 			if s.Fence <= top {
-				r.FenceBackwards = append(r.FenceBackwards, fmt.Sprintf("%s: section %d (%s) got fence %d at %s, after section %d had fence %d",
-					name, s.ID, s.Holder, s.Fence, stamp(s.Start), topID, top))
+				prev := ss[slices.IndexFunc(ss, func(x Section) bool { return x.ID == topID })]
+				r.FenceBackwards = append(r.FenceBackwards, fmt.Sprintf("%s: section %d (%s) got fence %d at %s, after section %d had fence %d%s",
+					name, s.ID, s.Holder, s.Fence, stamp(s.Start), topID, top, faultsAround(losses, prev.Start, s.Start)))
 			} else {
 				top, topID = s.Fence, s.ID
 			}
@@ -130,11 +155,9 @@ func Check(h History) *Report {
 	}
 
 	// Contexts that outlived the lease on the server.
-	gone := map[string]Sighting{}
+	seen := map[string]Sighting{}
 	for _, g := range h.Sightings {
-		if !g.GoneBy.IsZero() {
-			gone[g.Token] = g
-		}
+		seen[g.Token] = g
 	}
 	for _, s := range h.Sections {
 		if s.UnnoticedLoss {
@@ -147,48 +170,148 @@ func Check(h History) *Report {
 			}
 			continue
 		}
-		g, ok := gone[s.Token]
-		if s.Token == "" || !ok || !s.End.After(g.GoneBy) {
+		g, ok := seen[s.Token]
+		dropped, how := g.dropped()
+		if s.Token == "" || !ok || dropped.IsZero() {
+			if s.Ended == EndLost {
+				r.MarginUnknown++
+			}
 			continue
 		}
-		msg := fmt.Sprintf("%s: section %d (%s, fence %d, from %s) was live until %s (local deadline %s), %v after the observer saw its lease gone from the server (last seen %s)%s",
-			s.Name, s.ID, s.Holder, s.Fence, stamp(s.Start), stamp(s.End), stamp(s.Deadline), s.End.Sub(g.GoneBy), stamp(g.LastSeen), faultsAround(h.Faults, s.Start, s.End))
-		if dataLost(s.Start, g.GoneBy) {
+		margin := dropped.Sub(s.End)
+		expected := dataLost(s.Start, dropped)
+		if s.Ended == EndLost && !expected {
+			r.Margins = append(r.Margins, margin)
+		}
+		if margin >= 0 {
+			continue
+		}
+		msg := fmt.Sprintf("%s: section %d (%s, fence %d, %s, from %s) was live until %s (local deadline %s), %v after %s at %s (last seen %s)%s",
+			s.Name, s.ID, s.Holder, s.Fence, s.Ended, stamp(s.Start), stamp(s.End), stamp(s.Deadline), -margin, how, stamp(dropped), stamp(g.LastSeen), faultsAround(h.Faults, s.Start, s.End))
+		if expected {
 			r.ExpectedOutlive = append(r.ExpectedOutlive, msg)
 		} else {
 			r.OutlivedServer = append(r.OutlivedServer, msg)
 		}
 	}
 
-	// The fenced resource: in the order it decided, no accepted write may
-	// carry a fence below one accepted before it for the same name.
+	r.checkWrites(h, byName)
+	return r
+}
+
+// dropped returns the earliest moment the server could have let another
+// holder in, as the observer saw it: when the key's TTL ran out, unless the
+// key was seen gone (deleted, replaced, lost) before that. It is zero when
+// the observer knows neither.
+func (g Sighting) dropped() (time.Time, string) {
+	switch {
+	case !g.ExpiresAt.IsZero() && (g.GoneBy.IsZero() || g.ExpiresAt.Before(g.GoneBy)):
+		return g.ExpiresAt, "its key's TTL ran out on the server"
+	case !g.GoneBy.IsZero():
+		return g.GoneBy, "the observer saw its key gone"
+	}
+	return time.Time{}, ""
+}
+
+// checkWrites judges every write against the fences granted before it. A
+// write is stale when its section had been superseded: a section of the
+// same name granted after it had been granted before the write. A fenced
+// resource keeps the largest fence it has accepted and rejects smaller ones;
+// it can reject a stale write only if a newer holder wrote first, and does
+// only if that holder's fence is larger. So a stale write is a violation
+// when some newer holder had written before it and none of those newer
+// holders' fences exceeds the stale write's: a correct resource would take
+// it and let the superseded holder overwrite the newer one's work. Stale
+// writes with no newer write before them are counted apart: any fenced
+// resource accepts them, and only the lease's timing (S1) protects them.
+func (r *Report) checkWrites(h History, byName map[string][]Section) {
+	type ranked struct {
+		s    Section
+		rank int // position in the name's order of acquisition
+	}
+	sections := map[int]ranked{}
+	for _, ss := range byName { // already sorted by Start
+		for i, s := range ss {
+			sections[s.ID] = ranked{s, i}
+		}
+	}
 	writes := slices.Clone(h.Writes)
 	slices.SortStableFunc(writes, func(a, b Write) int { return cmp.Compare(a.Seq, b.Seq) })
-	highest := map[string]Write{}
+	// Per name, the largest fence written so far by each rank's section,
+	// queried over the ranks after the writer's: a Fenwick tree for suffix
+	// maxima keeps a long run's check linear-logarithmic.
+	newest := map[string]*suffixMax{}
 	for _, w := range writes {
-		switch {
-		case w.Accepted:
-			r.WritesAccepted++
-			if w.Stale {
-				r.StaleLate++
-			}
-		default:
-			r.WritesRejected++
-			if w.Stale {
-				r.StaleRejected++
-			}
+		r.Writes++
+		if w.Stalled {
+			r.StalledWrites++
 		}
-		if !w.Accepted {
+		me, ok := sections[w.Section]
+		if !ok || w.Fence == 0 {
 			continue
 		}
-		if top, ok := highest[w.Name]; ok && w.Fence < top.Fence {
-			r.StaleAccepted = append(r.StaleAccepted, fmt.Sprintf("%s: write of section %d with fence %d accepted at %s after fence %d (section %d) was accepted at %s",
-				w.Name, w.Section, w.Fence, stamp(w.At), top.Fence, top.Section, stamp(top.At)))
-			continue
+		ss := byName[w.Name]
+		t := newest[w.Name]
+		if t == nil {
+			t = newSuffixMax(len(ss))
+			newest[w.Name] = t
 		}
-		highest[w.Name] = w
+		if me.rank+1 < len(ss) && ss[me.rank+1].Start.Before(w.At) {
+			r.StaleWrites++
+			top, by := t.after(me.rank)
+			switch {
+			case by < 0:
+				r.StaleUnfenced++
+			case top > w.Fence:
+				r.StaleRejectable++
+			default:
+				n := ss[by]
+				r.StaleAccepted = append(r.StaleAccepted, fmt.Sprintf("%s: write of section %d (%s, fence %d, granted %s) at %s, after section %d (%s, granted %s) had written its fence %d: a fenced resource cannot reject it%s",
+					w.Name, w.Section, me.s.Holder, w.Fence, stamp(me.s.Start), stamp(w.At), n.ID, n.Holder, stamp(n.Start), top, faultsAround(h.Faults, me.s.Start, w.At)))
+			}
+		}
+		t.put(me.rank, w.Fence)
 	}
-	return r
+}
+
+// suffixMax answers "the largest value put at a position after i, and
+// where" in O(log n).
+type suffixMax struct {
+	val []int64
+	at  []int
+}
+
+func newSuffixMax(n int) *suffixMax {
+	t := &suffixMax{val: make([]int64, n+1), at: make([]int, n+1)}
+	for i := range t.at {
+		t.at[i] = -1
+	}
+	return t
+}
+
+// put records v at position i (0-based). Positions are stored mirrored, so
+// that a prefix maximum of the tree is a suffix maximum of the positions.
+func (t *suffixMax) put(i int, v int64) {
+	n := len(t.val) - 1
+	for k := n - i; k <= n; k += k & -k {
+		if t.at[k] < 0 || v > t.val[k] {
+			t.val[k], t.at[k] = v, i
+		}
+	}
+}
+
+// after returns the largest value put at a position > i and its position,
+// or -1 as position when there is none.
+func (t *suffixMax) after(i int) (int64, int) {
+	n := len(t.val) - 1
+	var best int64
+	at := -1
+	for k := n - i - 1; k > 0; k -= k & -k {
+		if t.at[k] >= 0 && (at < 0 || t.val[k] > best) {
+			best, at = t.val[k], t.at[k]
+		}
+	}
+	return best, at
 }
 
 func stamp(t time.Time) string {
@@ -238,10 +361,13 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 	}
 	row("  stalled past their lease", r.Stalled)
 	row("  context cancelled after the local deadline", fmt.Sprintf("%d (at most %v late)", r.LateCancels, r.MaxLate.Round(time.Microsecond)))
-	row("fenced writes accepted", r.WritesAccepted)
-	row("fenced writes rejected", r.WritesRejected)
-	row("  stale writes rejected", r.StaleRejected)
-	row("  stale writes accepted, no newer fence yet", r.StaleLate)
+	row("  server expiry - cancellation, ended lost", r.MarginSummary())
+	row("    lost, expiry not observed", r.MarginUnknown)
+	row("fenced writes (the store takes them all)", r.Writes)
+	row("  by stalled holders", r.StalledWrites)
+	row("  stale: the writer had been superseded", r.StaleWrites)
+	row("    rejectable: a newer, larger fence written first", r.StaleRejectable)
+	row("    unfenced: no newer holder had written yet", r.StaleUnfenced)
 	kinds := make([]string, 0, len(r.FaultsByKind))
 	for k := range r.FaultsByKind {
 		kinds = append(kinds, k)
@@ -258,9 +384,15 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 	row("VIOLATIONS: overlapping live holders", len(r.Overlaps))
 	row("VIOLATIONS: fences not increasing", len(r.FenceBackwards))
 	row("VIOLATIONS: context outlived server lease", len(r.OutlivedServer))
-	row("VIOLATIONS: stale writes accepted", len(r.StaleAccepted))
-	row("expected (data-losing restart): overlaps", len(r.ExpectedOverlap))
-	row("expected (data-losing restart): outlived", len(r.ExpectedOutlive))
+	row("VIOLATIONS: stale writes a fenced resource would accept", len(r.StaleAccepted))
+	lin := 0
+	if r.Linearizability.Failed() {
+		lin = 1
+	}
+	row("VIOLATIONS: not linearizable (porcupine)", lin)
+	row("linearizability (porcupine)", r.Linearizability)
+	row("expected (data-losing fault): overlaps", len(r.ExpectedOverlap))
+	row("expected (data-losing fault): outlived", len(r.ExpectedOutlive))
 	_ = tw.Flush()
 	for _, l := range []struct {
 		what string
@@ -277,4 +409,15 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 			fmt.Fprintf(w, "%s: %s\n", l.what, strings.TrimSpace(m))
 		}
 	}
+}
+
+// MarginSummary describes the distribution of Margins.
+func (r *Report) MarginSummary() string {
+	if len(r.Margins) == 0 {
+		return "none"
+	}
+	m := slices.Clone(r.Margins)
+	slices.Sort(m)
+	q := func(p float64) time.Duration { return m[int(p*float64(len(m)-1)+0.5)].Round(10 * time.Microsecond) }
+	return fmt.Sprintf("min %v, p50 %v, p99 %v, max %v (%d)", q(0), q(0.5), q(0.99), q(1), len(m))
 }

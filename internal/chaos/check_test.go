@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/tenure-go/tenure/internal/redistest"
 )
 
@@ -43,17 +45,34 @@ func cleanHistory() History {
 			{ID: 5, Name: "a", Holder: "do", Start: ms(400), End: ms(450), Ended: EndReleased}, // Do: no fence
 		},
 		Writes: []Write{
-			{Seq: 1, Section: 1, Name: "a", Fence: 10, Accepted: true},
-			{Seq: 2, Section: 1, Name: "a", Fence: 10, Accepted: true}, // the same holder again
-			{Seq: 3, Section: 4, Name: "b", Fence: 5, Accepted: true},
-			{Seq: 4, Section: 2, Name: "a", Fence: 11, Accepted: true},
-			{Seq: 5, Section: 1, Name: "a", Fence: 10, Accepted: false, Stale: true},
-			{Seq: 6, Section: 3, Name: "a", Fence: 12, Accepted: true},
+			{Seq: 1, Section: 1, Name: "a", Fence: 10, At: ms(10)},
+			{Seq: 2, Section: 1, Name: "a", Fence: 10, At: ms(90)}, // the same holder again
+			{Seq: 3, Section: 4, Name: "b", Fence: 5, At: ms(95)},
+			{Seq: 4, Section: 2, Name: "a", Fence: 11, At: ms(110)},
+			// Stale (2 was granted at 100), after 2 wrote its larger fence:
+			// a fenced resource rejects it.
+			{Seq: 5, Section: 1, Name: "a", Fence: 10, At: ms(120), Stalled: true},
+			{Seq: 6, Section: 3, Name: "a", Fence: 12, At: ms(310)},
 		},
 		Faults: []Fault{{Kind: "pause", Start: ms(120), End: ms(200)}},
 		Sightings: []Sighting{
-			{Name: "a", Token: "tokc", LastSeen: ms(240), GoneBy: ms(260)}, // section 2 ended at 250
+			// Section 2, lost at 250, 5ms before its key's TTL ran out.
+			{Name: "a", Token: "tokc", LastSeen: ms(240), GoneBy: ms(260), ExpiresAt: ms(255)},
 		},
+	}
+}
+
+// refence gives section id fence f, in its section and in its writes.
+func refence(h History, id int, f int64) {
+	for i := range h.Sections {
+		if h.Sections[i].ID == id {
+			h.Sections[i].Fence = f
+		}
+	}
+	for i := range h.Writes {
+		if h.Writes[i].Section == id {
+			h.Writes[i].Fence = f
+		}
 	}
 }
 
@@ -64,8 +83,14 @@ func TestCheckCleanHistoryPasses(t *testing.T) {
 		r.Print(&b, nil)
 		t.Fatalf("violations in a clean history:\n%s", b.String())
 	}
-	if r.Sections != 5 || r.WritesAccepted != 5 || r.WritesRejected != 1 || r.StaleRejected != 1 || r.FaultsByKind["pause"] != 1 {
+	if r.Sections != 5 || r.Writes != 6 || r.StalledWrites != 1 || r.StaleWrites != 1 || r.StaleRejectable != 1 || r.StaleUnfenced != 0 || r.FaultsByKind["pause"] != 1 {
 		t.Fatalf("counts: %+v", r)
+	}
+	if len(r.Margins) != 1 || r.Margins[0] != 5*time.Millisecond || r.MarginUnknown != 0 {
+		t.Fatalf("margins %v, unknown %d", r.Margins, r.MarginUnknown)
+	}
+	if lr := CheckLinearizable(cleanHistory(), time.Minute); lr.Result != porcupine.Ok {
+		t.Fatalf("porcupine on a clean history: %v", lr)
 	}
 }
 
@@ -113,17 +138,53 @@ func TestCheckFindsBackwardFence(t *testing.T) {
 	}
 }
 
+// A superseded holder's write after the newer holder wrote is a violation
+// when the newer fence does not exceed it: the store took it, and so would
+// any resource that checks fences.
 func TestCheckFindsStaleAcceptedWrite(t *testing.T) {
 	h := cleanHistory()
-	h.Writes[4].Accepted = true // fence 10 accepted after fence 11
+	refence(h, 2, 10) // section 2 repeats section 1's fence
 	r := Check(h)
-	if len(r.StaleAccepted) != 1 || r.Violations() != 1 {
-		t.Fatalf("stale writes %q", r.StaleAccepted)
+	if len(r.StaleAccepted) != 1 || len(r.FenceBackwards) != 1 || r.Violations() != 2 {
+		t.Fatalf("stale writes %q, fences %q", r.StaleAccepted, r.FenceBackwards)
 	}
-	// The order that counts is the resource's, not the slice's.
-	h.Writes[0], h.Writes[5] = h.Writes[5], h.Writes[0]
+	if !strings.Contains(r.StaleAccepted[0], "section 1") || !strings.Contains(r.StaleAccepted[0], "after section 2") {
+		t.Fatalf("wrong sections: %s", r.StaleAccepted[0])
+	}
+	// A fence below the superseded one's, too.
+	refence(h, 2, 9)
+	if r := Check(h); len(r.StaleAccepted) != 1 {
+		t.Fatalf("stale write over fence 9: %q", r.StaleAccepted)
+	}
+	// The order that counts is the store's, not the slice's.
+	h = cleanHistory()
+	refence(h, 2, 10)
+	h.Writes[0], h.Writes[4] = h.Writes[4], h.Writes[0]
 	if r := Check(h); len(r.StaleAccepted) != 1 {
 		t.Fatalf("stale writes after shuffling %q", r.StaleAccepted)
+	}
+}
+
+// A stale write before any newer holder wrote is one no fenced resource can
+// reject: counted, not a violation, whatever the fences.
+func TestCheckStaleWriteBeforeNewerWriteIsUnfenced(t *testing.T) {
+	h := cleanHistory()
+	h.Writes[4].At = ms(105) // after 2 was granted (100), before it wrote (110)
+	h.Writes[4].Seq, h.Writes[3].Seq = 4, 5
+	r := Check(h)
+	if r.Violations() != 0 || r.StaleWrites != 1 || r.StaleUnfenced != 1 || r.StaleRejectable != 0 {
+		t.Fatalf("violations %d, stale %d, unfenced %d, rejectable %d", r.Violations(), r.StaleWrites, r.StaleUnfenced, r.StaleRejectable)
+	}
+	refence(h, 2, 10)
+	if r := Check(h); len(r.StaleAccepted) != 0 || r.StaleUnfenced != 1 {
+		t.Fatalf("an unfenced stale write judged by a fence written after it: %q", r.StaleAccepted)
+	}
+	// Not superseded: 1's write after its own end, before anyone else
+	// was granted, is not stale.
+	h = cleanHistory()
+	h.Sections[1].Start = ms(130)
+	if r := Check(h); r.StaleWrites != 0 {
+		t.Fatalf("stale %d", r.StaleWrites)
 	}
 }
 
@@ -133,6 +194,18 @@ func TestCheckFindsContextOutlivingServer(t *testing.T) {
 	r := Check(h)
 	if len(r.OutlivedServer) != 1 || r.Violations() != 1 {
 		t.Fatalf("outlived %q", r.OutlivedServer)
+	}
+	// The key's TTL ran out at 249 (PEXPIRETIME) while section 2 was live
+	// until 250: a violation although the observer saw the key gone only
+	// at 260, and a negative margin.
+	h = cleanHistory()
+	h.Sightings[0].ExpiresAt = ms(249)
+	r = Check(h)
+	if len(r.OutlivedServer) != 1 || r.Violations() != 1 || !strings.Contains(r.OutlivedServer[0], "TTL ran out") {
+		t.Fatalf("outlived %q", r.OutlivedServer)
+	}
+	if len(r.Margins) != 1 || r.Margins[0] != -time.Millisecond {
+		t.Fatalf("margins %v", r.Margins)
 	}
 	h = cleanHistory()
 	h.Sections[2].UnnoticedLoss = true
@@ -163,9 +236,8 @@ func TestCheckDataLossMakesOverlapExpected(t *testing.T) {
 		t.Fatalf("overlap excused by an earlier restart: %q", r.Overlaps)
 	}
 	h.Faults[1].Start, h.Faults[1].End = ms(40), ms(50)
-	h.Writes[4].Accepted = true
-	if r := Check(h); len(r.StaleAccepted) != 1 {
-		t.Fatalf("a stale write accepted after a data-losing restart passed: %q", r.StaleAccepted)
+	if lr := CheckLinearizable(h, time.Minute); lr.Result != porcupine.Ok {
+		t.Fatalf("porcupine: an overlap across a data-losing fault: %v", lr)
 	}
 }
 
@@ -176,6 +248,9 @@ func TestCheckDataLossMakesEarlyExpiryExpected(t *testing.T) {
 	r := Check(h)
 	if r.Violations() != 0 || len(r.ExpectedOutlive) != 1 {
 		t.Fatalf("violations %d, expected %q", r.Violations(), r.ExpectedOutlive)
+	}
+	if len(r.Margins) != 0 {
+		t.Fatalf("a margin from a data-losing fault's window: %v", r.Margins)
 	}
 	h.Faults[1].LosesData = false // a restart that kept its data explains nothing
 	if r := Check(h); len(r.OutlivedServer) != 1 {
@@ -189,12 +264,16 @@ func TestCheckDataLossMakesEarlyExpiryExpected(t *testing.T) {
 	}
 }
 
-func TestCheckStaleWriteFailsEvenAfterDataLoss(t *testing.T) {
+// S5 holds whatever data the server comes back with.
+func TestCheckStaleWriteAndFenceFailEvenAfterDataLoss(t *testing.T) {
 	h := cleanHistory()
-	h.Faults = append(h.Faults, Fault{Kind: "restart-lossy", Start: ms(40), End: ms(50), LosesData: true})
-	h.Writes[4].Accepted = true
-	if r := Check(h); len(r.StaleAccepted) != 1 {
-		t.Fatalf("a stale write accepted after a data-losing restart passed: %q", r.StaleAccepted)
+	h.Faults = append(h.Faults, Fault{Kind: "restart from an older snapshot", Start: ms(40), End: ms(50), LosesData: true})
+	refence(h, 2, 10)
+	if r := Check(h); len(r.StaleAccepted) != 1 || len(r.FenceBackwards) != 1 {
+		t.Fatalf("after a data-losing fault: stale writes %q, fences %q", r.StaleAccepted, r.FenceBackwards)
+	}
+	if lr := CheckLinearizable(h, time.Minute); lr.Result != porcupine.Illegal {
+		t.Fatalf("porcupine: a repeated fence across a data-losing fault: %v", lr)
 	}
 }
 
@@ -223,24 +302,62 @@ func TestReportPrints(t *testing.T) {
 	}
 }
 
-// The store accepts fences at least as high as the highest it accepted,
-// and only those, however many goroutines write at once.
+// The store takes every write, in one order, however many goroutines
+// write at once.
 func TestStore(t *testing.T) {
 	s := NewStore()
-	if !s.Write(1, "a", 5, false) || !s.Write(1, "a", 5, false) || s.Write(2, "a", 4, true) || !s.Write(3, "b", 1, false) || !s.Write(4, "a", 6, false) {
-		t.Fatal("store decided wrongly")
-	}
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
 			for i := range 200 {
-				s.Write(g, "c", int64(i*8+g), false)
+				s.Write(g, "c", int64(i), i%2 == 0)
 			}
 		})
 	}
 	wg.Wait()
-	r := Check(History{Writes: s.Writes()})
-	if r.Violations() != 0 || r.WritesAccepted == 0 || r.WritesRejected == 0 {
-		t.Fatalf("store under contention: %d violations, %d accepted, %d rejected", r.Violations(), r.WritesAccepted, r.WritesRejected)
+	ws := s.Writes()
+	if len(ws) != 1600 {
+		t.Fatalf("%d writes recorded, want 1600", len(ws))
+	}
+	for i, w := range ws {
+		if w.Seq != int64(i+1) || (i > 0 && w.At.Before(ws[i-1].At)) {
+			t.Fatalf("write %d: seq %d at %v after %v", i, w.Seq, w.At, ws[max(i-1, 0)].At)
+		}
+	}
+}
+
+func TestMarginSummary(t *testing.T) {
+	r := &Report{Margins: []time.Duration{3 * time.Millisecond, -time.Millisecond, 10 * time.Millisecond}}
+	if got, want := r.MarginSummary(), "min -1ms, p50 3ms, p99 10ms, max 10ms (3)"; got != want {
+		t.Fatalf("%q, want %q", got, want)
+	}
+}
+
+func TestSuffixMax(t *testing.T) {
+	m := newSuffixMax(6)
+	if _, at := m.after(0); at != -1 {
+		t.Fatalf("empty: %d", at)
+	}
+	m.put(1, 7)
+	m.put(4, 3)
+	m.put(5, 9)
+	for _, c := range []struct {
+		i      int
+		v      int64
+		at     int
+		nobody bool
+	}{{0, 9, 5, false}, {1, 9, 5, false}, {4, 9, 5, false}, {5, 0, -1, true}} {
+		v, at := m.after(c.i)
+		if at != c.at || (!c.nobody && v != c.v) {
+			t.Errorf("after(%d) = %d at %d, want %d at %d", c.i, v, at, c.v, c.at)
+		}
+	}
+	m.put(5, 1)
+	m.put(3, 8)
+	if v, at := m.after(2); v != 9 || at != 5 {
+		t.Fatalf("a smaller value replaced a larger one: %d at %d", v, at)
+	}
+	if v, at := m.after(4); v != 9 || at != 5 {
+		t.Fatalf("%d at %d", v, at)
 	}
 }

@@ -10,15 +10,22 @@
 //   - fences that did not strictly increase from one acquisition of a name
 //     to the next (S5);
 //   - lease contexts that were still live after the server had dropped the
-//     lease, as seen by the observer or by a Release answering "not held"
-//     to a holder whose context was still live (S2, S4);
-//   - writes the fenced resource accepted with a fence smaller than one it
-//     had already accepted.
+//     lease (its key's TTL ran out, or the key was seen gone), or when a
+//     Release answered "not held" to a holder whose context was still live
+//     (S2, S4);
+//   - stale writes a correct fenced resource would have accepted: a holder
+//     superseded by a newer one wrote after the newer one had written, with
+//     a fence the newer one's did not exceed (S5, as a resource sees it).
 //
-// A restart that loses the server's data is outside S1's premise: overlaps
-// and early server expiries that follow one are counted apart, as expected,
-// while a stale write the fenced resource accepted fails the run whatever
-// happened before it.
+// CheckLinearizable replays the same history against a model of a lock
+// with fences (linearize.go).
+//
+// A fault that brings the server back without the data it acknowledged
+// (empty, from an older snapshot, with the tail of its AOF lost, or a
+// lagging replica promoted) is outside S1's premise: overlaps and early
+// server expiries that follow one are counted apart, as expected, while S5
+// must hold across it, so fences and stale writes are judged whatever
+// happened before them.
 package chaos
 
 import (
@@ -53,8 +60,10 @@ type Section struct {
 	ID     int // unique in the history
 	Name   string
 	Holder string // "m2/g5": manager and goroutine
-	Token  string // empty when unknown (Do does not expose its lease)
-	Fence  int64  // 0 when unknown (Do)
+	Token  string // empty when unknown
+	Fence  int64  // 0 when unknown
+	// Called is when the holder called Acquire (or Do); zero when unknown.
+	Called time.Time
 	// Start is when Acquire returned (or Do called the function): from then
 	// on the holder believes it holds the name.
 	Start time.Time
@@ -76,15 +85,16 @@ type Section struct {
 	UnnoticedLoss bool
 }
 
-// A Write is one attempt to write to the fenced resource of a name.
+// A Write is one write to the fenced resource of a name. The store takes
+// every write: whether a fenced resource should have rejected it is the
+// checker's judgement, from the fences the library granted.
 type Write struct {
-	Seq      int64 // order in which the resource decided, per resource
-	Section  int   // Section.ID of the writer
-	Name     string
-	Fence    int64
-	At       time.Time
-	Accepted bool
-	Stale    bool // written by a stalled holder after its stall
+	Seq     int64 // order in which the store took the writes
+	Section int   // Section.ID of the writer
+	Name    string
+	Fence   int64
+	At      time.Time
+	Stalled bool // written by a stalled holder after its stall
 }
 
 // A Fault is one injected fault, from when it began to when it was undone.
@@ -92,20 +102,25 @@ type Fault struct {
 	Kind  string
 	Start time.Time
 	End   time.Time
-	// LosesData: a restart of a server without persistence. S1 holds only
-	// while the server keeps its data.
+	// LosesData: the server came back without data it had acknowledged
+	// (none, an older snapshot, a lost AOF tail, a lagging replica). S1
+	// holds only while the server keeps its data; S5 holds across it.
 	LosesData bool
 }
 
 // A Sighting is what the observer saw of one token on the server: it was
 // there when a poll sent at LastSeen answered, and gone (the key absent or
 // holding another value) in a poll answered at GoneBy. GoneBy is zero if it
-// was never seen gone.
+// was never seen gone. ExpiresAt is when the key's TTL would have run out,
+// as the last poll that saw the token before GoneBy read it (PEXPIRETIME,
+// plus the millisecond Redis still serves the key in): the earliest moment
+// the server could let another holder in unless the key went earlier.
 type Sighting struct {
-	Name     string
-	Token    string
-	LastSeen time.Time
-	GoneBy   time.Time
+	Name      string
+	Token     string
+	LastSeen  time.Time
+	GoneBy    time.Time
+	ExpiresAt time.Time
 }
 
 // History is everything a run recorded.
@@ -161,34 +176,28 @@ func (r *Recorder) History(store *Store, sightings []Sighting) History {
 	return h
 }
 
-// Store is a simulated fenced resource, one register per name: it accepts a
-// write only if its fence is at least the highest it has accepted for the
-// name, deciding under a mutex.
+// Store stands for the resources the holders write to. It takes every
+// write and records its order: a store that rejected stale writes itself
+// would leave the checker only its own rule to re-test, and a library whose
+// fences repeat would pass.
 type Store struct {
-	mu      sync.Mutex
-	highest map[string]int64
-	seq     int64
-	writes  []Write
+	mu     sync.Mutex
+	seq    int64
+	writes []Write
 }
 
 // NewStore returns an empty store.
-func NewStore() *Store { return &Store{highest: map[string]int64{}} }
+func NewStore() *Store { return &Store{} }
 
-// Write offers a write with fence to name's register on behalf of section,
-// and reports whether it was accepted.
-func (s *Store) Write(section int, name string, fence int64, stale bool) bool {
+// Write records a write with fence to name's resource on behalf of section.
+func (s *Store) Write(section int, name string, fence int64, stalled bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ok := fence >= s.highest[name]
-	if ok {
-		s.highest[name] = fence
-	}
 	s.seq++
-	s.writes = append(s.writes, Write{Seq: s.seq, Section: section, Name: name, Fence: fence, At: time.Now(), Accepted: ok, Stale: stale})
-	return ok
+	s.writes = append(s.writes, Write{Seq: s.seq, Section: section, Name: name, Fence: fence, At: time.Now(), Stalled: stalled})
 }
 
-// Writes returns every write offered so far, in the order decided.
+// Writes returns every write so far, in the order taken.
 func (s *Store) Writes() []Write {
 	s.mu.Lock()
 	defer s.mu.Unlock()

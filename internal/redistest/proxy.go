@@ -34,7 +34,7 @@ const (
 // them, and bytes keep their order within a direction.
 type Proxy struct {
 	ln     net.Listener
-	target string
+	target atomic.Pointer[string]
 
 	latency   atomic.Int64 // time.Duration
 	blackhole atomic.Bool
@@ -60,7 +60,8 @@ func NewProxy(target string) (*Proxy, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &Proxy{ln: ln, target: target, ctx: ctx, cancel: cancel, links: make(map[*link]struct{})}
+	p := &Proxy{ln: ln, ctx: ctx, cancel: cancel, links: make(map[*link]struct{})}
+	p.target.Store(&target)
 	p.wg.Add(1)
 	go p.acceptLoop()
 	return p, nil
@@ -81,7 +82,13 @@ func StartProxy(tb testing.TB, target string) *Proxy {
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Target returns the address the proxy forwards to.
-func (p *Proxy) Target() string { return p.target }
+func (p *Proxy) Target() string { return *p.target.Load() }
+
+// SetTarget points the proxy at another address, as a failover points
+// clients at a promoted replica: connections accepted from then on are
+// forwarded to target. Existing connections keep their server; call
+// ResetConnections to move them too.
+func (p *Proxy) SetTarget(target string) { p.target.Store(&target) }
 
 // SetLatency sets a delay added to every chunk of data forwarded, in each
 // direction (a request/response round trip is therefore delayed by about
@@ -181,7 +188,7 @@ func (p *Proxy) acceptLoop() {
 func (p *Proxy) handle(client net.Conn) {
 	defer p.wg.Done()
 	d := net.Dialer{Timeout: proxyDialTimeout}
-	server, err := d.DialContext(p.ctx, "tcp", p.target)
+	server, err := d.DialContext(p.ctx, "tcp", p.Target())
 	if err != nil && !p.blackhole.Load() {
 		// Without the black hole, an unreachable target is passed on
 		// to the client: its connection is reset at once.

@@ -1,0 +1,77 @@
+//go:build chaos && tenure_broken
+
+package chaos
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// TestChaosBroken runs the real runner against a lease broken on purpose
+// (the build tag tenure_broken and TENURE_BREAK, lease/broken_on.go) and
+// asserts that the checker reports each break: a checker that cannot fail
+// proves nothing. The faults keep the server's data, so that nothing is
+// excused as expected; the seed comes from -chaos.seed or the clock.
+//
+//	go test -tags chaos,tenure_broken -count=1 -run TestChaosBroken ./internal/chaos -v
+func TestChaosBroken(t *testing.T) {
+	base := flagConfig()
+	base.duration = 20 * time.Second
+	base.ttl = time.Second
+	base.lossy = 0
+	base.faults = "pause,restart,blackhole,gcstall" // stalls often: each break shows in a stalled holder
+	base.linTimeout = 30 * time.Second
+
+	for _, c := range []struct {
+		mode  string
+		check func(t *testing.T, r *Report)
+	}{
+		// The holder never hears of its loss: it goes on past its lease
+		// while another takes the name.
+		{"nocancel", func(t *testing.T, r *Report) {
+			if len(r.OutlivedServer) == 0 {
+				t.Error("no context outlived the server's lease")
+			}
+			if len(r.Overlaps) == 0 {
+				t.Error("no overlap")
+			}
+			if r.Linearizability.Result != porcupine.Illegal {
+				t.Errorf("porcupine: %v", r.Linearizability)
+			}
+		}},
+		// The holder hears of its loss a quarter of a TTL late: after the
+		// server dropped its key.
+		{"latecancel", func(t *testing.T, r *Report) {
+			if len(r.OutlivedServer) == 0 {
+				t.Error("no context outlived the server's lease")
+			}
+			if len(r.Margins) == 0 || slices.Min(r.Margins) >= 0 {
+				t.Errorf("no negative server expiry - cancellation: %s", r.MarginSummary())
+			}
+		}},
+		// Every acquisition of a name gets the same fence.
+		{"refence", func(t *testing.T, r *Report) {
+			if len(r.FenceBackwards) == 0 {
+				t.Error("no repeated fence")
+			}
+			if len(r.StaleAccepted) == 0 {
+				t.Error("no stale write that a fenced resource would accept")
+			}
+			if r.Linearizability.Result != porcupine.Illegal {
+				t.Errorf("porcupine: %v", r.Linearizability)
+			}
+		}},
+	} {
+		t.Run(c.mode, func(t *testing.T) {
+			t.Setenv("TENURE_BREAK", c.mode)
+			out := runChaos(t, base)
+			r := out.report
+			t.Logf("TENURE_BREAK=%s: violations: %d overlaps, %d fences, %d outlived, %d stale writes accepted, porcupine %v; server expiry - cancellation: %s",
+				c.mode, len(r.Overlaps), len(r.FenceBackwards), len(r.OutlivedServer), len(r.StaleAccepted), r.Linearizability, r.MarginSummary())
+			c.check(t, r)
+		})
+	}
+}

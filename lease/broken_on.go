@@ -1,0 +1,65 @@
+//go:build tenure_broken
+
+package lease
+
+import (
+	"os"
+	"sync"
+	"time"
+)
+
+// A build with the tag tenure_broken breaks the lease on purpose, as the
+// environment variable TENURE_BREAK says, so that the chaos runner can show
+// that its checker catches each kind of broken promise
+// (internal/chaos/broken_test.go). Never ship it.
+//
+//	TENURE_BREAK=nocancel    a lost lease's context is never cancelled by the
+//	                         loss; only Release (or Close) ends it
+//	TENURE_BREAK=latecancel  a lost lease's context is cancelled a quarter of
+//	                         its TTL after the loss, so after the key expired
+//	                         on the server
+//	TENURE_BREAK=refence     every acquisition of a name gets the fence the
+//	                         first one in this process got, as a fencing
+//	                         counter stuck after a rollback would hand out
+const broken = true
+
+func breakMode() string { return os.Getenv("TENURE_BREAK") }
+
+var (
+	// delayed holds the leases whose loss latecancel postponed once: the
+	// postponed call, and Release's, then go through.
+	delayed sync.Map // *Lease -> struct{}
+
+	fencesMu sync.Mutex
+	fences   = map[string]int64{}
+)
+
+// breakLoss reports whether the loss of l for reason must be ignored now.
+func breakLoss(l *Lease, reason error) bool {
+	switch breakMode() {
+	case "nocancel":
+		return true
+	case "latecancel":
+		if _, again := delayed.LoadOrStore(l, struct{}{}); again {
+			return false
+		}
+		time.AfterFunc(l.entry.TTL()/4, func() { l.lost(reason) })
+		return true
+	}
+	return false
+}
+
+// breakFence returns the fence to hand out for an acquisition of name that
+// the server gave fence.
+func breakFence(name string, fence int64) int64 {
+	if breakMode() != "refence" {
+		return fence
+	}
+	fencesMu.Lock()
+	defer fencesMu.Unlock()
+	if f, ok := fences[name]; ok {
+		return f
+	}
+	fences[name] = fence
+	return fence
+}
