@@ -49,8 +49,10 @@
 // one MULTI/EXEC, the lease key P{N} exists as a lease (a string) and the
 // record's fence equals the name's fencing counter P{N}:fence: a counter
 // that moved on means another acquisition took the name since. A stale
-// record (its leader died) is thus never reported, and it has no TTL: the
-// next leader overwrites it, a leader that resigns deletes it.
+// record (its leader died) is thus never reported. The next leader
+// overwrites it and a leader that resigns deletes it; it expires with the
+// leadership lease's TTL, which the leader refreshes while its term lasts,
+// so a leader that dies or is closed leaves no key behind for good.
 //
 // Observers learn of a new leader by the change message, of a leader that
 // let go by the lease's release message (P{N}:released), and of a leader

@@ -440,11 +440,11 @@ func (c *flakyConn) Read(b []byte) (int, error) {
 }
 
 // A Release whose reply is lost to a connection reset is resent by
-// go-redis's retries (on by default) and then finds its own deletion: it
-// answers ErrNotHeld, "taken over or had expired", for a lease that was
-// held until it released it. Nothing unsafe happens, but the error
-// misreports. Found by the chaos runs; not fixed: telling the two apart
-// needs state on the server (or a client without retries).
+// go-redis's retries (on by default). Without state on the server the copy
+// would find the first one's deletion and answer "not held" (and now "lost")
+// for a lease held until it released it; release.lua remembers the release
+// under P{N}:retired:<op>, so the copy gets the first answer. Found by the
+// chaos runs.
 func TestReleaseRetriedAfterLostReply(t *testing.T) {
 	srv := redistest.Start(t)
 	var armed atomic.Bool
