@@ -217,7 +217,7 @@ func contendedSection(b *strings.Builder, r *results) {
 	p("A handoff is an acquisition by a goroutine other than the previous holder. Wait = time inside the implementation's acquire until it holds; ")
 	p("max wait includes waits still unfinished when the run ended (a starving waiter). Busiest = the busiest goroutine's share of all acquisitions (fair: 1/N). ")
 	p("Commands/acquisition counts every command both clients sent (go-redis hook), releases included. ")
-	p("tenure waits for the release message on the name's channel (DESIGN §5), barging: the releaser may take the name again before the woken waiter tries.\n\n")
+	p("tenure waits for the release message on the name's channel (docs/design.md section 5), barging: the releaser may take the name again before the woken waiter tries.\n\n")
 	ms := contendedMedians(r)
 	p("| goroutines | implementation | acq/s | handoffs/s | wait p50 | wait p99 | max wait (median / worst run) | busiest share | starved goroutines | commands/acq |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range ms {

@@ -12,7 +12,7 @@ import (
 )
 
 // notifier wakes waiters when the names they wait for are released: one
-// pub/sub connection per manager serves every waiter (DESIGN.md section 5).
+// pub/sub connection per manager serves every waiter (docs/design.md section 5).
 // It subscribes to a name's channel while someone waits for it.
 //
 // A message wakes one barging waiter of the manager: it tries, and wins

@@ -11,7 +11,7 @@ import (
 )
 
 // Package reentrant builds reentrant locks on leases whose key is a hash of
-// owner -> count (DESIGN.md section 3); these are the parts of lease it
+// owner -> count (docs/design.md section 3); these are the parts of lease it
 // needs.
 func init() {
 	reentry.Acquire = func(ctx context.Context, m any, name, owner string, exclusive, wait bool, opts any) (any, error) {

@@ -7,7 +7,7 @@
 // pool of workers that renew due leases together, one pipelined round trip
 // per batch. Its cost grows with renewals per second, not with leases held.
 //
-// The rules it enforces (DESIGN.md S2, S4, S7):
+// The rules it enforces (docs/design.md S2, S4, S7):
 //
 //   - A lease's local deadline is sent + ttl − drift(ttl), where sent is when
 //     the request that set the TTL was sent, not when it was answered. A

@@ -79,7 +79,7 @@ func run(ctx context.Context, out, logOut io.Writer) error {
 
 	// Part 1: a long job under a lease that is lost half-way.
 	name := "nightly-report" + suffix
-	key := lease.DefaultKeyPrefix + "{" + name + "}" // the lease's key (DESIGN.md section 3)
+	key := lease.DefaultKeyPrefix + "{" + name + "}" // the lease's key (docs/design.md section 3)
 	l, err := m.Acquire(ctx, name)
 	if err != nil {
 		return err

@@ -33,7 +33,7 @@ var (
 	reenterScript = redis.NewScript(reenterSrc)
 )
 
-// Layout maps names to Redis keys (DESIGN.md section 3). Every key of one
+// Layout maps names to Redis keys (docs/design.md section 3). Every key of one
 // name carries the name as a Cluster hash tag, so each script touches one
 // slot.
 type Layout struct {
