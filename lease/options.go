@@ -73,7 +73,7 @@ type acquireConfig struct {
 	fair       bool
 	queue      time.Duration // how long the fair queue keeps a waiter between attempts
 
-	// Set by package reentrant, through internal/reentry.
+	// Set for package reentrant, through internal/reentry.
 	owner     string // a reentrant lock's owner; "" for a lease
 	exclusive bool   // owner is fresh: no other acquisition shares it
 }

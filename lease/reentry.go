@@ -14,19 +14,16 @@ import (
 // owner -> count (docs/design.md section 3); these are the parts of lease it
 // needs.
 func init() {
-	reentry.Acquire = func(ctx context.Context, m any, name, owner string, exclusive, wait bool, opts any) (any, error) {
-		if owner == "" {
-			return nil, fmt.Errorf("%w: empty owner", ErrInvalidOption)
-		}
-		o, _ := opts.([]AcquireOption)
-		l, err := m.(*Manager).acquire(ctx, name, o, wait, owner, exclusive)
-		if err != nil {
-			return nil, err
-		}
-		return l, nil
-	}
-	reentry.Enter = func(ctx context.Context, l any) (int64, error) { return l.(*Lease).enter(ctx) }
-	reentry.Exit = func(ctx context.Context, l any) error { return l.(*Lease).exit(ctx) }
+	reentry.Set(reentry.Bridge[*Manager, *Lease, AcquireOption]{
+		Acquire: func(ctx context.Context, m *Manager, name, owner string, exclusive, wait bool, opts []AcquireOption) (*Lease, error) {
+			if owner == "" {
+				return nil, fmt.Errorf("%w: empty owner", ErrInvalidOption)
+			}
+			return m.acquire(ctx, name, opts, wait, owner, exclusive)
+		},
+		Enter: func(ctx context.Context, l *Lease) (int64, error) { return l.enter(ctx) },
+		Exit:  func(ctx context.Context, l *Lease) error { return l.exit(ctx) },
+	})
 }
 
 // enter adds an entry to the reentrant lock l holds.

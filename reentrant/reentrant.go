@@ -39,6 +39,10 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
+// bridge reaches the parts of lease that reentrant locks need and lease
+// does not export.
+var bridge = reentry.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]()
+
 // ErrInvalidOwner is returned for an empty owner or one over MaxOwnerLen.
 var ErrInvalidOwner = errors.New("tenure: invalid owner")
 
@@ -113,11 +117,11 @@ func (k *Locker) lock(ctx context.Context, name string, opts []lease.AcquireOpti
 	} else {
 		owner = newOwner()
 	}
-	v, err := reentry.Acquire(ctx, k.m, name, owner, !shared, wait, opts)
+	l, err := bridge.Acquire(ctx, k.m, name, owner, !shared, wait, opts)
 	if err != nil {
 		return nil, err
 	}
-	h := &hold{l: v.(*lease.Lease), locks: 1}
+	h := &hold{l: l, locks: 1}
 	key := holdKey{owner, name}
 	k.mu.Lock()
 	k.held[key] = h // a hold acquired concurrently for the same owner stays usable by its Locks
@@ -147,7 +151,7 @@ func (k *Locker) enter(ctx context.Context, owner, name string) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, name, err)
 	}
-	if _, err := reentry.Enter(ctx, h.l); err != nil {
+	if _, err := bridge.Enter(ctx, h.l); err != nil {
 		return nil, err
 	}
 	h.locks++
@@ -292,7 +296,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	defer h.mu.Unlock()
 	h.locks--
 	if h.locks > 0 {
-		return reentry.Exit(ctx, h.l)
+		return bridge.Exit(ctx, h.l)
 	}
 	lk.k.forget(lk.key, h)
 	return h.l.Release(ctx)

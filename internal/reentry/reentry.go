@@ -1,23 +1,45 @@
 // Package reentry connects package reentrant to the parts of package lease
 // that lease does not export: acquiring a name as a reentrant lock, and
-// entering or leaving one that is held. Package lease sets the functions
-// when it is initialised; the values are a *lease.Manager, a *lease.Lease
-// and a []lease.AcquireOption behind any, since lease cannot be imported
-// from here.
+// entering or leaving one that is held.
+//
+// lease cannot be imported from here (lease imports this package), so the
+// bridge is generic in lease's types: lease sets a Bridge of its own types
+// when it is initialised, and reentrant gets it back naming the same types.
+// Every function is typed at both ends; were the two to name different
+// types, Get panics when reentrant is initialised, which every test of it
+// shows at once, rather than dropping anything silently.
 package reentry
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
-var (
+// Bridge is what package reentrant needs of package lease: M is
+// *lease.Manager, L *lease.Lease, O lease.AcquireOption.
+type Bridge[M, L, O any] struct {
 	// Acquire acquires name on manager m as a reentrant lock held by owner,
 	// waiting (as Acquire) or not (as TryAcquire). exclusive says that no
-	// other acquisition shares owner. It returns the *lease.Lease, or nil
-	// and an error.
-	Acquire func(ctx context.Context, m any, name, owner string, exclusive, wait bool, opts any) (any, error)
+	// other acquisition shares owner.
+	Acquire func(ctx context.Context, m M, name, owner string, exclusive, wait bool, opts []O) (L, error)
 	// Enter adds an entry to a held reentrant lock and returns the owner's
 	// count on the server.
-	Enter func(ctx context.Context, l any) (int64, error)
+	Enter func(ctx context.Context, l L) (int64, error)
 	// Exit takes back one entry of a held reentrant lock that has more
 	// than one through this lease.
-	Exit func(ctx context.Context, l any) error
-)
+	Exit func(ctx context.Context, l L) error
+}
+
+var bridge any
+
+// Set records lease's bridge; package lease calls it from init.
+func Set[M, L, O any](b Bridge[M, L, O]) { bridge = b }
+
+// Get returns the bridge lease set, for the types it names.
+func Get[M, L, O any]() Bridge[M, L, O] {
+	b, ok := bridge.(Bridge[M, L, O])
+	if !ok {
+		panic(fmt.Sprintf("reentry: package lease set a %T, not a %T", bridge, Bridge[M, L, O]{}))
+	}
+	return b
+}
