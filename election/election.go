@@ -31,14 +31,14 @@ const (
 var (
 	// ErrInvalidConfig: a Config or Callbacks value is missing or out of
 	// range. The error says which.
-	ErrInvalidConfig = errors.New("tenure: invalid election config")
+	ErrInvalidConfig = errors.New("election: invalid config")
 	// ErrNoLeader: Leader found no current leader.
-	ErrNoLeader = errors.New("tenure: no leader")
+	ErrNoLeader = errors.New("election: no leader")
 	// ErrResigned is the cause of a leading context ended by Resign.
-	ErrResigned = errors.New("tenure: resigned")
+	ErrResigned = errors.New("election: resigned")
 	// ErrRunning: Run was called while another Run of the same Election
 	// was campaigning.
-	ErrRunning = errors.New("tenure: election already running")
+	ErrRunning = errors.New("election: already running")
 )
 
 // Config configures an Election. Client and Name are required; Manager and
@@ -362,7 +362,7 @@ func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) erro
 		if cause := context.Cause(lctx); errors.Is(cause, lease.ErrClosed) {
 			return cause
 		}
-		return fmt.Errorf("tenure: election %q: writing the leader record: %w", e.cfg.Name, err)
+		return fmt.Errorf("election: %q: writing the leader record: %w", e.cfg.Name, err)
 	}
 
 	if lctx.Err() != nil {
@@ -513,7 +513,7 @@ func ReadLeader(ctx context.Context, c redis.UniversalClient, prefix, name strin
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return Record{}, -1, fmt.Errorf("tenure: reading the leader of %q: %w", name, err)
+		return Record{}, -1, fmt.Errorf("election: reading the leader of %q: %w", name, err)
 	}
 	ttl := pttl.Val()
 	if ttl < 0 {

@@ -362,7 +362,7 @@ func (m *Manager) send(ctx context.Context, req backend.Request) (backend.Acquis
 	if ctx.Err() != nil {
 		return res, notAcquired(req.Name, false, false, errors.Join(ctxError(ctx), err))
 	}
-	return res, fmt.Errorf("tenure: acquire %q: %w", req.Name, err)
+	return res, fmt.Errorf("lease: acquire %q: %w", req.Name, err)
 }
 
 // hold makes the lease of a successful request and puts it under the
@@ -385,7 +385,7 @@ func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig
 	var err error
 	l.entry, err = m.wd.Add(req.Item(), sent, a.renewInterval(), !a.noRenew, (*holder)(l))
 	if err != nil { // the watchdog closes only after m.closed is set
-		panic("tenure: watchdog closed while the manager is open")
+		panic("lease: watchdog closed while the manager is open")
 	}
 	m.held[l] = struct{}{}
 	return l, nil

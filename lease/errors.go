@@ -4,36 +4,37 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // Errors for errors.Is. A lease's context is cancelled with ErrLost,
 // ErrReleased or ErrClosed as its cause, and Lease.Err returns the same
-// value.
+// value. Every error of this package starts with "lease: ", once.
 var (
 	// ErrNotAcquired: no lease was acquired: the name is held by another
 	// holder (TryAcquire), or the wait ended first (Acquire: its context
 	// ended, whose error the error also wraps, or the backoff policy gave
 	// up). The message says the name was held only when an attempt found
 	// it held.
-	ErrNotAcquired = errors.New("tenure: lease not acquired")
+	ErrNotAcquired = errors.New("lease: not acquired")
 	// ErrLost: the lease ended without being released: a renewal found it
 	// deleted or taken over, or its local deadline passed with no renewal
 	// confirmed (the server may be unreachable, paused or slow).
-	ErrLost = errors.New("tenure: lease lost")
+	ErrLost = errors.New("lease: lost")
 	// ErrNotHeld: a Release or Extend of a lease this holder no longer
 	// holds (lost, taken over, already released or closed). Nothing of
 	// another holder was touched.
-	ErrNotHeld = errors.New("tenure: lease not held")
+	ErrNotHeld = errors.New("lease: not held")
 	// ErrReleased: the lease was released by its holder.
-	ErrReleased = errors.New("tenure: lease released")
+	ErrReleased = errors.New("lease: released")
 	// ErrClosed: the manager was closed.
-	ErrClosed = errors.New("tenure: manager closed")
+	ErrClosed = errors.New("lease: manager closed")
 	// ErrInvalidName: a name is empty, longer than MaxNameLen bytes, not
 	// valid UTF-8, or starts with '}' (which would break the Cluster hash
 	// tag that keeps a name's keys in one slot).
-	ErrInvalidName = errors.New("tenure: invalid lease name")
+	ErrInvalidName = errors.New("lease: invalid name")
 	// ErrInvalidOption: an option's value is out of range.
-	ErrInvalidOption = errors.New("tenure: invalid option")
+	ErrInvalidOption = errors.New("lease: invalid option")
 )
 
 // errFoundGone is the reason logged for a lease whose release found it
@@ -66,3 +67,21 @@ func notAcquired(name string, held, fair bool, why error) error {
 
 // errBackOffStop is the reason of a wait whose backoff policy gave up.
 var errBackOffStop = errors.New("the backoff policy gave up")
+
+// prefix starts every error of this package, once.
+const prefix = "lease: "
+
+// bare shows err inside a message of this package without the prefix the
+// message has already ("lease: not held: \"x\": lost", not "...: lease:
+// lost"); errors.Is and errors.As still find err.
+func bare(err error) error {
+	if err == nil {
+		return nil
+	}
+	return bareError{err}
+}
+
+type bareError struct{ err error }
+
+func (b bareError) Error() string { return strings.TrimPrefix(b.err.Error(), prefix) }
+func (b bareError) Unwrap() error { return b.err }

@@ -102,5 +102,5 @@ func ExampleLease_Release() {
 	// Output:
 	// <nil>
 	// true
-	// tenure: lease released
+	// lease: released
 }

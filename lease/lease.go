@@ -156,7 +156,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 		return err
 	}
 	if err := l.Err(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(err))
 	}
 	item := l.item()
 	item.TTL = ttl
@@ -169,12 +169,12 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
 		l.takenOver()
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
-		return fmt.Errorf("tenure: extend %q: %w", l.name, err)
+		return fmt.Errorf("lease: extend %q: %w", l.name, err)
 	}
 	if err := l.m.wd.Extended(l.entry, sent, ttl, a.renewInterval()); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	}
 	return nil
 }
@@ -217,7 +217,7 @@ func (l *Lease) release(ctx context.Context) error {
 		if l.lostTo(watchdog.ErrExpired) {
 			_, _ = l.m.detach(ctx, l.m.releaseOp(l.item()), nil)
 		}
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	}
 	err, left := l.m.detach(ctx, l.m.releaseOp(l.item()), nil)
 	switch {
@@ -227,11 +227,11 @@ func (l *Lease) release(ctx context.Context) error {
 		// server's data. Work done meanwhile may have overlapped another
 		// holder's, so this is a loss, not a mere "not held".
 		l.m.reportLoss(l, errFoundGone)
-		return fmt.Errorf("%w: %q: the release found it deleted or taken over: %w", ErrNotHeld, l.name, ErrLost)
+		return fmt.Errorf("%w: %q: the release found it deleted or taken over: %w", ErrNotHeld, l.name, bare(ErrLost))
 	case left:
-		return fmt.Errorf("tenure: release %q: %w (the delete goes on in the background)", l.name, err)
+		return fmt.Errorf("lease: release %q: %w (the delete goes on in the background)", l.name, err)
 	case err != nil:
-		return fmt.Errorf("tenure: release %q: %w", l.name, err)
+		return fmt.Errorf("lease: release %q: %w", l.name, err)
 	}
 	return nil
 }
@@ -353,10 +353,10 @@ func (l *Lease) Exec(ctx context.Context, fn func(pipe redis.Pipeliner) error) (
 	}
 	g, ok := l.m.be.(guarder)
 	if !ok {
-		return nil, fmt.Errorf("tenure: Exec is not supported by this manager's deployment")
+		return nil, fmt.Errorf("lease: Exec is not supported by this manager's deployment")
 	}
 	if err := l.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrLost, l.name, err)
+		return nil, fmt.Errorf("%w: %q: %w", ErrLost, l.name, bare(err))
 	}
 	if !time.Now().Before(l.Deadline()) {
 		// The watchdog is about to cancel it: past the local deadline the

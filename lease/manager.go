@@ -190,7 +190,7 @@ func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Conte
 			if err != nil {
 				err = fmt.Errorf("%w (and the lease on %q ended before it returned: %w)", err, name, ended)
 			} else {
-				err = fmt.Errorf("tenure: lease on %q ended before the work returned: %w", name, ended)
+				err = fmt.Errorf("lease: %q ended before the work returned: %w", name, bare(ended))
 			}
 		}
 	}()
@@ -236,7 +236,7 @@ func (m *Manager) Close() error {
 		m.be.Release(ctx, items[:n], res[:n])
 		for i, err := range res[:n] {
 			if err != nil && !errors.Is(err, backend.ErrNotHeld) {
-				errs = append(errs, fmt.Errorf("tenure: release %q on close: %w", items[i].Name, err))
+				errs = append(errs, fmt.Errorf("lease: release %q on close: %w", items[i].Name, err))
 			}
 		}
 		items = items[n:]

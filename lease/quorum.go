@@ -96,9 +96,9 @@ func (m *Manager) supports(a acquireConfig) error {
 	}
 	switch {
 	case a.owner != "":
-		return fmt.Errorf("tenure: quorum mode: reentrant locks: %w", errors.ErrUnsupported)
+		return fmt.Errorf("lease: quorum mode: reentrant locks: %w", errors.ErrUnsupported)
 	case a.fair:
-		return fmt.Errorf("tenure: quorum mode: fair queues: %w", errors.ErrUnsupported)
+		return fmt.Errorf("lease: quorum mode: fair queues: %w", errors.ErrUnsupported)
 	}
 	return nil
 }

@@ -29,7 +29,7 @@ func init() {
 // enter adds an entry to the reentrant lock l holds.
 func (l *Lease) enter(ctx context.Context) (int64, error) {
 	if err := l.Err(); err != nil {
-		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, err)
+		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(err))
 	}
 	item := l.item()
 	item.TTL = l.entry.TTL()
@@ -42,9 +42,9 @@ func (l *Lease) enter(ctx context.Context) (int64, error) {
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
 		l.takenOver()
-		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
+		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
-		return 0, fmt.Errorf("tenure: enter %q again: %w", l.name, err)
+		return 0, fmt.Errorf("lease: enter %q again: %w", l.name, err)
 	}
 	l.mu.Lock()
 	l.depth++
@@ -57,21 +57,21 @@ func (l *Lease) exit(ctx context.Context) error {
 	l.mu.Lock()
 	if l.depth <= 1 {
 		l.mu.Unlock()
-		return errors.New("tenure: exit of a reentrant lock's last entry; release it instead")
+		return errors.New("lease: exit of a reentrant lock's last entry; release it instead")
 	}
 	l.depth--
 	l.mu.Unlock()
 	if err := l.Err(); err != nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, err)
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(err))
 	}
 	item := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Count: 1, Op: newToken()}
 	err, _ := l.m.detach(ctx, l.m.releaseOp(item), nil)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
 		l.takenOver()
-		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, l.Err())
+		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
-		return fmt.Errorf("tenure: exit %q: %w", l.name, err)
+		return fmt.Errorf("lease: exit %q: %w", l.name, err)
 	}
 	return nil
 }

@@ -30,6 +30,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,7 +45,7 @@ import (
 var bridge = reentry.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]()
 
 // ErrInvalidOwner is returned for an empty owner or one over MaxOwnerLen.
-var ErrInvalidOwner = errors.New("tenure: invalid owner")
+var ErrInvalidOwner = errors.New("reentrant: invalid owner")
 
 // MaxOwnerLen is the longest owner accepted, in bytes.
 const MaxOwnerLen = 1024
@@ -268,7 +269,7 @@ func (lk *Lock) Exec(ctx context.Context, fn func(pipe redis.Pipeliner) error) (
 		return nil, errNilLock
 	}
 	if err := lk.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", lease.ErrLost, lk.key.name, err)
+		return nil, fmt.Errorf("%w: %q: %w", lease.ErrLost, lk.key.name, leaseCause{err})
 	}
 	return lk.h.l.Exec(ctx, fn)
 }
@@ -308,3 +309,11 @@ func newOwner() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// leaseCause shows an error of package lease inside a message that starts
+// with lease's prefix already, without repeating it; errors.Is still finds
+// it.
+type leaseCause struct{ err error }
+
+func (c leaseCause) Error() string { return strings.TrimPrefix(c.err.Error(), "lease: ") }
+func (c leaseCause) Unwrap() error { return c.err }

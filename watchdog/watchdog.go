@@ -37,11 +37,11 @@ import (
 // Reasons a lease is lost, passed to the loss callback.
 var (
 	// ErrTakenOver: a renewal found the lease deleted or held by another token.
-	ErrTakenOver = errors.New("renewal found the lease gone or held by another token")
+	ErrTakenOver = errors.New("watchdog: a renewal found the lease gone or held by another token")
 	// ErrExpired: the local deadline passed without a successful renewal.
-	ErrExpired = errors.New("local deadline passed without a successful renewal")
+	ErrExpired = errors.New("watchdog: no renewal succeeded before the local deadline")
 	// ErrClosed: the watchdog is closed.
-	ErrClosed = errors.New("watchdog closed")
+	ErrClosed = errors.New("watchdog: closed")
 )
 
 // A Holder is told what happens to one lease. The watchdog calls its

@@ -31,7 +31,7 @@ func TestRun(t *testing.T) {
 		`acquired "nightly-report": fence `,
 		"renewed: it moved",
 		"an operator deleted tenure:{nightly-report} and another worker SET it to its own token",
-		`context.Cause: "tenure: lease lost" (errors.Is(cause, lease.ErrLost) = true)`,
+		`context.Cause: "lease: lost" (errors.Is(cause, lease.ErrLost) = true)`,
 		"stopping: lease lost, not writing partial results",
 		"errors.Is ErrNotHeld = true",
 		`tenure:{nightly-report} still holds "another-worker"`,
