@@ -359,10 +359,12 @@ func (m *Manager) send(ctx context.Context, req backend.Request) (backend.Acquis
 	case !left && backend.MaybeApplied(err):
 		m.abandonLater(req)
 	}
+	// res is not ours to read: a round trip the caller left may still be
+	// writing it.
 	if ctx.Err() != nil {
-		return res, notAcquired(req.Name, false, false, errors.Join(ctxError(ctx), err))
+		return backend.Acquisition{}, notAcquired(req.Name, false, false, errors.Join(ctxError(ctx), err))
 	}
-	return res, fmt.Errorf("lease: acquire %q: %w", req.Name, err)
+	return backend.Acquisition{}, fmt.Errorf("lease: acquire %q: %w", req.Name, err)
 }
 
 // hold makes the lease of a successful request and puts it under the

@@ -42,11 +42,15 @@ const (
 
 const exitStatuses = `Exit status:
   the command's own     when it exits by itself (128+N when killed by signal N)
-  2                     usage error: bad flags or arguments
+  2                     usage error: bad flags or arguments (a --grace too long
+                        for --ttl among them)
   69                    Redis unreachable or failing
   75                    --wait ran out while another holder held NAME
-  77                    the lease (or leadership) was lost while the command ran:
-                        its process group got SIGTERM, then SIGKILL after --grace
+  77                    the lease (or leadership) was lost while the command ran,
+                        or no renewal was confirmed by --grace before its local
+                        deadline: the command's process group got SIGTERM, then
+                        SIGKILL just before that deadline; or the command exited
+                        but the lease was then found taken over
   126, 127              the command could not be executed, or was not found
   128+N                 tenure got signal N while it waited for the lease
   1                     any other error`
@@ -188,7 +192,7 @@ func checkPrefix(p string) error {
 	return nil
 }
 
-// leaseKey is the key of name's lock (DESIGN.md section 3).
+// leaseKey is the key of name's lock, as package lease lays it out.
 func leaseKey(prefix, name string) string { return prefix + "{" + name + "}" }
 
 // checkName rejects what lease would reject, as a usage error.

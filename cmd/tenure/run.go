@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
 	"github.com/tenure-go/tenure/election"
@@ -28,21 +29,109 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // childFlags are the flags of the subcommands that run a command.
 type childFlags struct {
 	ttl   durationFlag
-	grace durationFlag
+	grace graceFlag
 }
 
 func (f *childFlags) add(cmd *cobra.Command) {
 	f.ttl = durationFlag(lease.DefaultTTL)
-	f.grace = durationFlag(10 * time.Second)
 	cmd.Flags().Var(&f.ttl, "ttl", "the lease's TTL: renewed every TTL/3; a holder that dies frees NAME within it")
-	cmd.Flags().Var(&f.grace, "grace", "after a loss, how long the command has between SIGTERM and SIGKILL")
+	cmd.Flags().Var(&f.grace, "grace", "how long before the lease's local deadline COMMAND gets SIGTERM (SIGKILL follows just before the deadline); "+
+		"default min(10s, TTL/3), at most 7·TTL/12 − TTL/100 − 2ms")
 }
 
 func (f *childFlags) check() error {
-	if time.Duration(f.ttl) < lease.MinTTL {
-		return fail(exitUsage, "--ttl %v is below the minimum %v", time.Duration(f.ttl), lease.MinTTL)
+	ttl := time.Duration(f.ttl)
+	if ttl < lease.MinTTL {
+		return fail(exitUsage, "--ttl %v is below the minimum %v", ttl, lease.MinTTL)
+	}
+	if f.grace.set && f.grace.d > maxGrace(ttl) {
+		return fail(exitUsage, "--grace %v does not fit --ttl %v: COMMAND gets SIGTERM --grace before the lease's local deadline, "+
+			"which renewals keep only TTL − TTL/3 − drift ahead, so a longer grace would signal COMMAND while the lease is healthy; "+
+			"the largest --grace for --ttl %v is %v", f.grace.d, ttl, ttl, maxGrace(ttl))
 	}
 	return nil
+}
+
+// timing returns when, relative to the local deadline, COMMAND is signalled.
+func (f *childFlags) timing() stopTiming {
+	ttl := time.Duration(f.ttl)
+	t := stopTiming{grace: defaultGrace(ttl), killMargin: killMargin(ttl)}
+	if f.grace.set {
+		t.grace = f.grace.d
+	}
+	return t
+}
+
+// graceFlag is --grace: a duration, remembered as set, since its default
+// depends on --ttl.
+type graceFlag struct {
+	d   time.Duration
+	set bool
+}
+
+// String is empty while unset, so that --help shows the usage's
+// TTL-dependent default and not a misleading constant.
+func (f *graceFlag) String() string {
+	if !f.set {
+		return ""
+	}
+	return f.d.String()
+}
+func (f *graceFlag) Type() string { return "duration" }
+func (f *graceFlag) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	f.d, f.set = d, true
+	return nil
+}
+
+// The timing of a command's stop. The lease renews every TTL/3 (lease's
+// default, which the CLI does not change) and its local deadline is the
+// renewal's send time + TTL − drift, drift = TTL/100 + 2ms (lease's
+// defaults). So while renewals succeed, the deadline is between
+// TTL − TTL/3 − drift and TTL − drift ahead, and a SIGTERM sent at
+// (deadline − grace) must not come due in that state.
+
+// maxDefaultGrace is the default --grace for long TTLs, as before the
+// default came to depend on the TTL.
+const maxDefaultGrace = 10 * time.Second
+
+func renewInterval(ttl time.Duration) time.Duration { return ttl / 3 }
+
+func drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*lease.DefaultDriftFactor) + lease.DefaultDriftExtra
+}
+
+// maxGrace is the longest --grace for ttl: TTL − renew interval − drift −
+// renew interval/4 = 7·TTL/12 − TTL/100 − 2ms. The last quarter interval
+// is headroom for a renewal's round trip and a busy scheduler: a renewal
+// whose reply is up to TTL/12 late does not get COMMAND signalled.
+func maxGrace(ttl time.Duration) time.Duration {
+	ri := renewInterval(ttl)
+	return ttl - ri - drift(ttl) - ri/4
+}
+
+// defaultGrace is min(10s, TTL/3): 10s, as before, for the default 30s TTL,
+// and below maxGrace for every TTL from lease.MinTTL up (TTL/3 ≤
+// 7·TTL/12 − TTL/100 − 2ms holds from TTL ≈ 8.4ms).
+func defaultGrace(ttl time.Duration) time.Duration { return min(maxDefaultGrace, ttl/3) }
+
+// killMargin is how long before the local deadline SIGKILL is sent:
+// min(TTL/10, 200ms). The drift already separates the local deadline from
+// the key's expiry on the server; this margin is for tenure's own timer to
+// fire late on a loaded machine and the signal to land, so that the group
+// is dead by the deadline itself. It stays small next to the default
+// grace (TTL/3) for short TTLs, and is capped because for long ones only a
+// late timer needs it.
+func killMargin(ttl time.Duration) time.Duration { return min(ttl/10, 200*time.Millisecond) }
+
+// stopTiming says when a command is stopped: SIGTERM grace before the
+// lease's local deadline (or at once when the lease is lost), SIGKILL
+// killMargin before it.
+type stopTiming struct {
+	grace, killMargin time.Duration
 }
 
 // nameAndCommand splits "NAME -- CMD ARGS..." and validates NAME.
@@ -71,11 +160,29 @@ environment, renew the lease while it runs, release it when it exits, and exit
 with its status.
 
 COMMAND runs in a process group of its own. Signals sent to tenure (INT, TERM,
-HUP, QUIT, USR1, USR2) are passed to that group. If the lease is lost (it was
-deleted or taken over, or Redis could not confirm a renewal before the lease's
-local deadline), the group gets SIGTERM, then SIGKILL after --grace, and tenure
-exits with status 77. Being in its own process group, COMMAND cannot read from
-the terminal.
+HUP, QUIT, USR1, USR2) are passed to that group. Being in its own process
+group, COMMAND cannot read from the terminal.
+
+Nothing of the group runs past the lease. Renewals every TTL/3 keep moving the
+lease's local deadline (TTL − TTL/100 − 2ms after a renewal is sent, before
+the key can expire on Redis); COMMAND's process group gets SIGTERM --grace
+before that deadline and SIGKILL min(TTL/10, 200ms) before it. While renewals
+succeed neither comes due. When the lease is lost (deleted or taken over) the
+group gets SIGTERM at once, SIGKILL still just before the deadline. Either way
+tenure then exits with status 77. --grace defaults to min(10s, TTL/3) and may
+be at most 7·TTL/12 − TTL/100 − 2ms (the deadline stays 2·TTL/3 − drift ahead
+between renewals; the rest is headroom for a late renewal): 17.198s for the
+default 30s TTL.
+
+When COMMAND exits, whatever it left running in its group is killed (SIGKILL)
+before the lease is released; if the release finds that another holder took
+NAME over meanwhile, tenure exits with status 77, not COMMAND's status.
+
+On Linux, COMMAND runs under a small guard process (tenure itself) that kills
+the whole group when tenure dies in any way, SIGKILL and the OOM killer
+included. On other systems there is no guard: if tenure is killed, COMMAND
+and its group keep running while the lease expires. A process that leaves the
+group (setsid, a daemon) escapes tenure everywhere.
 
 ` + exitStatuses,
 		Example: `  # one nightly report at a time, across every host that runs this
@@ -200,7 +307,7 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	}
 
 	env := append(os.Environ(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
-	code, lost, err := supervise(argv, env, sigs, l.Context(), time.Duration(f.grace), stderr)
+	code, lost, err := supervise(argv, env, sigs, l.Context(), l.Deadline, f.timing(), stderr)
 	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer rcancel()
 	rerr := l.Release(rctx)
@@ -210,66 +317,119 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	if lost != nil {
 		return fail(exitLost, "the lease on %q was lost while the command ran (%s); the command was stopped", name, bare(lost))
 	}
+	if errors.Is(rerr, lease.ErrLost) {
+		// The command ran to its end, but the release found the name
+		// taken over (or the lease lost as the command ended): another
+		// holder may have acted while it ran, so its success proves
+		// nothing.
+		return fail(exitLost, "the lease on %q was found lost when it was released after the command exited with status %d (%s)", name, code, bare(rerr))
+	}
 	if rerr != nil && !errors.Is(rerr, lease.ErrNotHeld) {
 		fmt.Fprintf(stderr, "tenure: releasing %q: %v (it expires by its TTL)\n", name, rerr)
 	}
 	return status(code)
 }
 
-// supervise runs argv in a process group of its own, passes tenure's
-// signals to it, and stops it when ctx ends: SIGTERM to the group, SIGKILL
-// after grace. It returns the command's exit status (128+N when killed by
-// signal N) and, when ctx ended first, ctx's cause.
-func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, grace time.Duration, stderr io.Writer) (code int, lost error, err error) {
-	c := exec.Command(argv[0], argv[1:]...)
-	c.Env = env
-	c.Stdin, c.Stdout, c.Stderr = os.Stdin, os.Stdout, os.Stderr
-	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.Start(); err != nil {
-		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
-			return 0, nil, fail(exitNoCmd, "%v", err)
-		}
-		return 0, nil, fail(exitNoExec, "%v", err)
-	}
-	pgid := c.Process.Pid
-	sigs.setChild(pgid)
-	defer sigs.setChild(0)
-	exited := make(chan error, 1)
-	go func() { exited <- c.Wait() }()
+// errNearDeadline is the cause of a stop that tenure started because no
+// renewal had moved the lease's local deadline out of --grace's reach.
+var errNearDeadline = errors.New("no renewal of the lease was confirmed in time")
 
-	var (
-		kill     <-chan time.Time
-		deadline time.Time
-		werr     error
-	)
+// supervise runs argv in a process group of its own, passes tenure's
+// signals to it, and stops it by the lease's local deadline, which
+// deadline returns (renewals move it forward): SIGTERM to the group at
+// (deadline − grace), or at once when ctx ends (the lease was lost), and
+// SIGKILL at (deadline − killMargin), so that nothing of the group runs at
+// the deadline, after which another holder may get the name. It returns
+// the command's exit status (128+N when killed by signal N) and, when
+// tenure stopped the command, why: ctx's cause, or errNearDeadline.
+func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, deadline func() time.Time, t stopTiming, stderr io.Writer) (code int, lost error, err error) {
+	c := exec.Command(argv[0], argv[1:]...)
+	if c.Err != nil {
+		return 0, nil, execFailure(c.Err)
+	}
+	p, err := startGroup(c.Path, argv, env)
+	if err != nil {
+		return 0, nil, err
+	}
+	sigs.setChild(p.pgid)
+	defer sigs.setChild(0)
+
+	// The notice goes out from a goroutine of its own: a stderr that
+	// blocks (a pipe nobody reads) must not hold back the SIGKILL.
+	notice := make(chan string, 1)
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		for s := range notice {
+			fmt.Fprintln(stderr, s)
+		}
+	}()
+	defer func() {
+		close(notice)
+		<-wrote
+	}()
+	var termed, killed bool
+	term := func(why string, dl time.Time) {
+		termed = true
+		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
+		notice <- fmt.Sprintf("tenure: %s; sent SIGTERM to the command, SIGKILL in %v",
+			why, max(0, time.Until(dl.Add(-t.killMargin))).Round(time.Millisecond))
+	}
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
 	ended := ctx.Done()
-wait:
 	for {
+		// Re-read the deadline on every turn: each renewal moves it, and
+		// with it both signals, forward.
+		dl := deadline()
+		killAt := dl.Add(-t.killMargin)
+		termAt := dl.Add(-t.grace)
+		if killAt.Before(termAt) {
+			termAt = killAt
+		}
+		now := time.Now()
+		if !termed && !now.Before(termAt) {
+			lost = errNearDeadline
+			term(fmt.Sprintf("%v; the lease's local deadline is in %v", errNearDeadline, dl.Sub(now).Round(time.Millisecond)), dl)
+		}
+		if !killed && !now.Before(killAt) {
+			killed = true
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+		}
+		var wake <-chan time.Time
+		if !killed {
+			next := killAt
+			if !termed {
+				next = termAt
+			}
+			timer.Reset(next.Sub(now))
+			wake = timer.C
+		}
 		select {
-		case werr = <-exited:
-			break wait
+		case <-p.exited:
+			// Whatever the command left in its group (a background job)
+			// must not outlive the lease, which is released next.
+			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
+			sigs.setChild(0)
+			return p.reap(), lost, nil
 		case <-ended:
 			ended = nil
 			lost = context.Cause(ctx)
-			fmt.Fprintf(stderr, "tenure: %s; sending SIGTERM to the command, SIGKILL in %v\n", bare(lost), grace)
-			_ = syscall.Kill(-pgid, syscall.SIGTERM)
-			deadline = time.Now().Add(grace)
-			t := time.NewTimer(grace)
-			defer t.Stop()
-			kill = t.C
-		case <-kill:
-			kill = nil
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			if !termed {
+				term(bare(lost), deadline())
+			}
+		case <-wake:
 		}
 	}
-	if lost != nil {
-		// Nothing of the group may outlive the grace period.
-		for syscall.Kill(-pgid, 0) == nil && time.Now().Before(deadline) {
-			time.Sleep(20 * time.Millisecond)
-		}
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+}
+
+// execFailure is the exit status and message for a command that could not
+// be started.
+func execFailure(err error) *exitErr {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return &exitErr{code: exitNoCmd, err: err}
 	}
-	return exitStatus(c.ProcessState, werr), lost, nil
+	return &exitErr{code: exitNoExec, err: err}
 }
 
 // exitStatus is a finished command's status, 128+N when signal N killed it.
@@ -298,9 +458,13 @@ TENURE_NAME, TENURE_FENCE (the term) and TENURE_IDENTITY in its environment.
 The leader record (identity and term) is what "tenure status NAME" shows.
 
 When COMMAND exits, tenure resigns, so another candidate leads at once, and exits
-with COMMAND's status. When leadership is lost, COMMAND is stopped as in "tenure
-run" (SIGTERM to its process group, SIGKILL after --grace) and tenure exits
-with status 77; a supervisor restarting it makes it a candidate again.
+with COMMAND's status; or with status 77 if, before resigning, it finds that
+another holder took the lease over. COMMAND is stopped by the lease's local
+deadline as in "tenure run" (SIGTERM --grace before it, SIGKILL just before
+it, with the same default and limit for --grace), and at once when leadership
+is lost; tenure then exits with status 77, and a supervisor restarting it makes
+it a candidate again. As with "tenure run", what COMMAND leaves in its group is
+killed when it exits, and on Linux a guard kills the group if tenure dies.
 Signals are passed to COMMAND while it runs; before that they end the campaign.
 
 ` + exitStatuses,
@@ -354,22 +518,29 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 	)
 	err = e.Run(ctx, election.Callbacks{
 		OnStartedLeading: func(lctx context.Context) {
+			// One term only: resign (a no-op after a loss) and stop campaigning.
+			defer cancel()
+			defer func() { _ = e.Resign(lctx) }()
 			rec, _ := election.Leading(lctx)
+			ran = true
+			// The leading context derives from the lease's, whose deadline
+			// the command must not outlive.
+			l, ok := lease.FromContext(lctx)
+			if !ok {
+				result = fail(exitError, "leading %q: the leading context carries no lease", name)
+				return
+			}
 			env := append(os.Environ(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(rec.Fence, 10),
 				"TENURE_IDENTITY="+identity)
-			code, lost, err := supervise(argv, env, sigs, lctx, time.Duration(f.grace), stderr)
-			ran = true
+			code, lost, err := supervise(argv, env, sigs, lctx, l.Deadline, f.timing(), stderr)
 			switch {
 			case err != nil:
 				result = err
 			case lost != nil:
 				result = fail(exitLost, "leadership of %q (term %d) was lost while the command ran (%s); the command was stopped", name, rec.Fence, bare(lost))
 			default:
-				result = status(code)
+				result = confirmHeld(l, name, rec.Fence, code, stderr)
 			}
-			// One term only: resign (a no-op after a loss) and stop campaigning.
-			_ = e.Resign(lctx)
-			cancel()
 		},
 		OnNewLeader: func(id string) {
 			if id != identity {
@@ -387,6 +558,25 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 		return fail(exitRedis, "campaigning for %q: %v", name, err)
 	}
 	return fail(exitError, "the campaign for %q ended without leading", name)
+}
+
+// confirmHeld ends a term whose command exited by itself: the election
+// releases the lease after this callback but drops the release's error, so
+// a takeover between the last renewal and the command's end would go
+// unseen. An empty transaction guarded by the lease reads the key instead:
+// if it still holds this lease's token, nobody else held the name while the
+// command ran.
+func confirmHeld(l *lease.Lease, name string, term int64, code int, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := l.Exec(ctx, func(redis.Pipeliner) error { return nil })
+	switch {
+	case errors.Is(err, lease.ErrLost):
+		return fail(exitLost, "leadership of %q (term %d) was found lost after the command exited with status %d (%s)", name, term, code, bare(err))
+	case err != nil:
+		fmt.Fprintf(stderr, "tenure: confirming the leadership of %q after the command: %v\n", name, err)
+	}
+	return status(code)
 }
 
 // bare is err's message without the library's "tenure: " prefix, for
