@@ -576,3 +576,102 @@ func TestAcquireErrorWhenTheWaitEnds(t *testing.T) {
 		t.Fatalf("TryAcquire of a held name = %v", err)
 	}
 }
+
+// countingHook counts the commands a client sends.
+type countingHook struct{ n atomic.Int64 }
+
+func (h *countingHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *countingHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h *countingHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func TestBadInputFailsBeforeAnyRoundTrip(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	hook := &countingHook{}
+	c.AddHook(hook)
+
+	badOptions := map[string][]lease.Option{
+		"zero TTL":               {lease.WithTTL(0)},
+		"negative TTL":           {lease.WithTTL(-time.Second)},
+		"TTL below 10ms":         {lease.WithTTL(9 * time.Millisecond)},
+		"interval at half TTL":   {lease.WithTTL(time.Second), lease.WithRenewInterval(500 * time.Millisecond)},
+		"interval above TTL":     {lease.WithTTL(time.Second), lease.WithRenewInterval(2 * time.Second)},
+		"zero interval":          {lease.WithRenewInterval(0)},
+		"negative drift":         {lease.WithDrift(0.01, -time.Millisecond)},
+		"drift factor 1":         {lease.WithDrift(1, 0)},
+		"drift factor NaN":       {lease.WithDrift(nanFloat(), 0)},
+		"drift eats the renewal": {lease.WithTTL(time.Second), lease.WithDrift(0.5, 200*time.Millisecond)},
+		"prefix with brace":      {lease.WithKeyPrefix("a{b")},
+		"nil logger":             {lease.WithLogger(nil)},
+		"nil backoff":            {lease.WithBackOff(nil)},
+		"nil option":             {nil},
+		"zero op timeout":        {lease.WithOpTimeout(0)},
+	}
+	for name, opts := range badOptions {
+		if _, err := lease.New(c, opts...); !errors.Is(err, lease.ErrInvalidOption) {
+			t.Errorf("%s: New = %v, want ErrInvalidOption", name, err)
+		}
+	}
+	if _, err := lease.New(nil); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("nil client: %v", err)
+	}
+	var nilClient *redis.Client
+	if _, err := lease.New(nilClient); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("typed nil client: %v", err)
+	}
+
+	m := newManager(t, c)
+	ctx := context.Background()
+	badNames := map[string]string{
+		"empty":    "",
+		"too long": strings.Repeat("x", lease.MaxNameLen+1),
+		"not UTF8": "bad\xff",
+		"brace":    "}job",
+	}
+	for what, name := range badNames {
+		if _, err := m.Acquire(ctx, name); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("Acquire(%s) = %v", what, err)
+		}
+		if _, err := m.TryAcquire(ctx, name); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("TryAcquire(%s) = %v", what, err)
+		}
+		if err := m.Do(ctx, name, func(context.Context) error { return nil }); !errors.Is(err, lease.ErrInvalidName) {
+			t.Errorf("Do(%s) = %v", what, err)
+		}
+	}
+	if _, err := m.Acquire(ctx, "ok", lease.WithTTL(time.Millisecond)); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("Acquire with 1ms TTL = %v", err)
+	}
+	if _, err := m.Acquire(ctx, "ok", lease.WithTTL(time.Second), lease.WithRenewInterval(time.Second)); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("Acquire with interval = TTL: %v", err)
+	}
+	if err := m.Do(ctx, "ok", nil); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Errorf("Do(nil fn) = %v", err)
+	}
+	if n := hook.n.Load(); n != 0 {
+		t.Fatalf("bad input sent %d commands to Redis", n)
+	}
+	if _, err := m.Acquire(ctx, strings.Repeat("x", lease.MaxNameLen)); err != nil {
+		t.Fatalf("a name of exactly MaxNameLen bytes: %v", err)
+	}
+	if hook.n.Load() == 0 {
+		t.Fatal("the hook counts nothing: the test proved nothing")
+	}
+}
+
+func nanFloat() float64 {
+	zero := 0.0
+	return zero / zero
+}

@@ -12,8 +12,8 @@ import (
 )
 
 // notifier wakes waiters when the names they wait for are released: one
-// pub/sub connection per manager serves every waiter (docs/design.md section 5).
-// It subscribes to a name's channel while someone waits for it.
+// pub/sub connection per manager serves every waiter (docs/design.md
+// section 5). It subscribes to a name's channel while someone waits for it.
 //
 // A message wakes one barging waiter of the manager: it tries, and wins
 // unless a waiter elsewhere was quicker, in which case the name is held
@@ -27,25 +27,38 @@ import (
 // relies on them alone. Its backoff step and the holder's TTL bound what a
 // lost message costs.
 //
-// Round trips to the server (SUBSCRIBE, UNSUBSCRIBE, a new connection) are
-// made under io, never under mu: a waiter that just won a name must never
-// wait on the network to leave the list (it holds a lease whose deadline
-// runs).
+// Who owns what:
+//   - mu guards the waiters and what they want: chans, each
+//     subscription's waiters and armed flag, each waiter's state, ps, and
+//     the subscriber's to-do list. Every method takes it with defer and
+//     makes no round trip under it: a waiter that just won a name must
+//     never wait on the network to leave the list (its lease's deadline
+//     runs).
+//   - The subscriber goroutine alone talks to the server about
+//     subscriptions (SUBSCRIBE, UNSUBSCRIBE, a new connection) and alone
+//     knows what the server serves (subscribed). Being one goroutine, it
+//     never sends an UNSUBSCRIBE and a SUBSCRIBE decided in one order in
+//     the other.
+//   - The receiver goroutine reads the connection and wakes waiters.
 type notifier struct {
 	client redis.UniversalClient
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
 	chans   map[string]*subscription // the channels waited on
+	dirty   map[string]bool          // channels whose subscription may need a round trip
+	reopen  chan struct{}            // non-nil while the receiver waits for a new connection
 	closed  bool
 	started bool
-	done    chan struct{} // closed by close
-	stopped chan struct{} // closed when the receiver has returned
 
 	barging atomic.Int64 // barging waiters registered, for waiting's fast path
 
-	io         sync.Mutex      // orders SUBSCRIBE and UNSUBSCRIBE; held over round trips
-	subscribed map[string]bool // what io last asked of the server; guarded by io
+	kick       chan struct{} // wakes the subscriber; capacity 1
+	done       chan struct{} // closed by close
+	subscriber chan struct{} // closed when the subscriber has returned
+	receiver   chan struct{} // closed when the receiver has returned
+
+	subscribed map[string]bool // what the server serves; the subscriber's alone
 }
 
 type subscription struct {
@@ -53,17 +66,26 @@ type subscription struct {
 	armed   bool      // confirmed: releases from now on are heard
 }
 
+// A waiter's state between wake-ups.
+type wakeState uint8
+
+const (
+	asleep     wakeState = iota
+	woken                // woken, and has not tried since
+	wokenAgain           // woken again meanwhile: its attempt may have gone before the release
+)
+
 type waiter struct {
 	fair    bool
 	arrival int64         // when a fair waiter joined the queue: the queue's order
 	wake    chan struct{} // capacity 1
-	pending bool          // woken, and has not tried since
-	again   bool          // woken again while pending: its attempt may have gone before the release
+	state   wakeState
 }
 
 func newNotifier(client redis.UniversalClient) *notifier {
-	return &notifier{client: client, chans: map[string]*subscription{}, subscribed: map[string]bool{},
-		done: make(chan struct{}), stopped: make(chan struct{})}
+	return &notifier{client: client, chans: map[string]*subscription{}, dirty: map[string]bool{},
+		subscribed: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{}),
+		subscriber: make(chan struct{}), receiver: make(chan struct{})}
 }
 
 // register adds a waiter for channel. armed reports that the channel's
@@ -72,13 +94,14 @@ func newNotifier(client redis.UniversalClient) *notifier {
 // Otherwise the confirmation will wake it. A closed notifier returns nil.
 func (n *notifier) register(channel string, fair bool, arrival int64) (w *waiter, armed bool) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	if n.closed {
-		n.mu.Unlock()
 		return nil, false
 	}
 	if !n.started {
 		n.started = true
 		n.ps = n.client.Subscribe(context.Background()) // connects on first use
+		go n.subscribe()
 		go n.receive()
 	}
 	w = &waiter{fair: fair, arrival: arrival, wake: make(chan struct{}, 1)}
@@ -86,86 +109,28 @@ func (n *notifier) register(channel string, fair bool, arrival int64) (w *waiter
 		n.barging.Add(1)
 	}
 	s := n.chans[channel]
-	fresh := s == nil
-	if fresh {
+	if s == nil {
 		s = &subscription{}
 		n.chans[channel] = s
+		n.markDirty(channel)
 	}
 	s.waiters = append(s.waiters, w)
-	armed = s.armed
-	n.mu.Unlock()
-	if fresh {
-		n.sync(channel)
-	}
-	return w, armed
+	return w, s.armed
 }
 
-// sync makes the server's subscription to channel what the waiters want:
-// SUBSCRIBE while someone waits, UNSUBSCRIBE when nobody does. It reads what
-// is wanted under io, so that a SUBSCRIBE and an UNSUBSCRIBE decided in one
-// order never reach the server in the other. The receiver arms the
-// subscription when the server confirms it; a failed SUBSCRIBE leaves it
-// unarmed, and waiters poll until the connection is back (resubscribe).
-func (n *notifier) sync(channel string) {
-	n.io.Lock()
-	defer n.io.Unlock()
-	n.mu.Lock()
-	want := n.chans[channel] != nil && !n.closed
-	ps := n.ps
-	n.mu.Unlock()
-	if want == n.subscribed[channel] {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	if want {
-		n.subscribe(ctx, ps, channel)
-		return
-	}
-	delete(n.subscribed, channel)
-	_ = ps.Unsubscribe(ctx, channel)
+// markDirty asks the subscriber to look at channel's subscription; the
+// caller holds mu.
+func (n *notifier) markDirty(channel string) {
+	n.dirty[channel] = true
+	n.poke()
 }
 
-// subscribe sends SUBSCRIBE for channels and records which the server now
-// serves; the caller holds io. go-redis adds channels to the list it
-// resubscribes on every reconnection before it sends anything, so a failed
-// SUBSCRIBE must take them out again: otherwise a later reconnection
-// subscribes to channels nobody waits on, and since they were never
-// recorded as subscribed, nothing would ever unsubscribe them.
-func (n *notifier) subscribe(ctx context.Context, ps *redis.PubSub, channels ...string) {
-	if err := ps.Subscribe(ctx, channels...); err != nil {
-		_ = ps.Unsubscribe(ctx, channels...) // drops them from go-redis's list, whatever it answers
-		return
+// poke wakes the subscriber without blocking.
+func (n *notifier) poke() {
+	select {
+	case n.kick <- struct{}{}:
+	default:
 	}
-	for _, ch := range channels {
-		n.subscribed[ch] = true
-	}
-}
-
-// resubscribe subscribes to the channels waited on that a failed SUBSCRIBE
-// left out, once the connection broke and go-redis made a new one.
-func (n *notifier) resubscribe() {
-	n.io.Lock()
-	defer n.io.Unlock()
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return
-	}
-	ps := n.ps
-	var missing []string
-	for ch := range n.chans {
-		if !n.subscribed[ch] {
-			missing = append(missing, ch)
-		}
-	}
-	n.mu.Unlock()
-	if len(missing) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	n.subscribe(ctx, ps, missing...)
 }
 
 // waiting reports whether barging waiters of this manager wait for
@@ -194,25 +159,25 @@ func (n *notifier) waiting(channel string) bool {
 func (n *notifier) tried(w *waiter, arrival int64) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	w.pending = false
 	if arrival != 0 {
 		w.arrival = arrival
 	}
-	if w.again {
+	if w.state == wokenAgain {
 		// A release came while the attempt was on its way, perhaps after
 		// the server answered it: look once more.
-		w.again = false
 		w.signal()
+		return
 	}
+	w.state = asleep
 }
 
 // unregister removes w. A waiter that leaves without having tried since it
 // was woken passes the wake-up on, so that no release goes unanswered.
 func (n *notifier) unregister(channel string, w *waiter) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	s := n.chans[channel]
 	if s == nil {
-		n.mu.Unlock()
 		return
 	}
 	for i, x := range s.waiters {
@@ -224,15 +189,12 @@ func (n *notifier) unregister(channel string, w *waiter) {
 			break
 		}
 	}
-	last := len(s.waiters) == 0
-	if last {
+	switch {
+	case len(s.waiters) == 0:
 		delete(n.chans, channel)
-	} else if w.pending {
+		n.markDirty(channel)
+	case w.state != asleep:
 		s.wakeOne()
-	}
-	n.mu.Unlock()
-	if last {
-		n.sync(channel)
 	}
 }
 
@@ -244,11 +206,11 @@ func (s *subscription) wakeOne() {
 	var first, head *waiter
 	for _, w := range s.waiters {
 		switch {
-		case w.pending && w.fair:
+		case w.state != asleep && w.fair:
 			head = w
-		case w.pending:
+		case w.state != asleep:
 			first = w
-		case w.fair && (head == nil || (!head.pending && w.arrival < head.arrival)):
+		case w.fair && (head == nil || (head.state == asleep && w.arrival < head.arrival)):
 			head = w
 		case !w.fair && first == nil:
 			first = w
@@ -257,8 +219,8 @@ func (s *subscription) wakeOne() {
 	for _, w := range []*waiter{first, head} {
 		switch {
 		case w == nil:
-		case w.pending:
-			w.again = true
+		case w.state != asleep:
+			w.state = wokenAgain
 		default:
 			w.signal()
 		}
@@ -272,133 +234,248 @@ func (s *subscription) wakeAll() {
 }
 
 func (w *waiter) signal() {
-	w.pending = true
+	w.state = woken
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-// receive is the notifier's goroutine: it reads the pub/sub connection
-// until close.
+// wakeEveryone wakes every waiter: messages may have been lost.
+func (n *notifier) wakeEveryone() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, s := range n.chans {
+		s.wakeAll()
+	}
+}
+
+// subscribe is the subscriber goroutine: it makes the server's
+// subscriptions what the waiters want, and replaces the connection when
+// the receiver asks, until close.
+func (n *notifier) subscribe() {
+	defer close(n.subscriber)
+	for {
+		select {
+		case <-n.kick:
+		case <-n.done:
+			return
+		}
+		if reopened := n.takeReopen(); reopened != nil {
+			n.replaceConn()
+			close(reopened)
+		}
+		n.reconcile()
+	}
+}
+
+// takeReopen returns the channel of a pending request for a new
+// connection, if any, and clears the request.
+func (n *notifier) takeReopen() chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	r := n.reopen
+	n.reopen = nil
+	return r
+}
+
+// replaceConn starts over on a fresh pub/sub connection: the old one is
+// dead but not broken (a black hole). Every channel waited on is
+// subscribed anew by reconcile, and the waiters look for themselves
+// meanwhile.
+func (n *notifier) replaceConn() {
+	old := n.swapConn()
+	_ = old.Close()
+	clear(n.subscribed)
+}
+
+func (n *notifier) swapConn() (old *redis.PubSub) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	old = n.ps
+	n.ps = n.client.Subscribe(context.Background())
+	for ch, s := range n.chans {
+		s.armed = false
+		s.wakeAll()
+		n.dirty[ch] = true
+	}
+	return old
+}
+
+// reconcile sends the SUBSCRIBE and UNSUBSCRIBE the dirty channels need.
+func (n *notifier) reconcile() {
+	add, drop, ps := n.takeDirty()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if len(drop) > 0 {
+		for _, ch := range drop {
+			delete(n.subscribed, ch)
+		}
+		_ = ps.Unsubscribe(ctx, drop...)
+	}
+	if len(add) == 0 {
+		return
+	}
+	if err := ps.Subscribe(ctx, add...); err != nil {
+		// go-redis adds channels to the list it resubscribes on every
+		// reconnection before it sends anything: a failed SUBSCRIBE must
+		// take them out again, or a later reconnection subscribes to
+		// channels nobody may wait on by then, which nothing would ever
+		// unsubscribe. They stay dirty for the next try.
+		_ = ps.Unsubscribe(ctx, add...)
+		n.redirty(add)
+		return
+	}
+	for _, ch := range add {
+		n.subscribed[ch] = true
+	}
+}
+
+// takeDirty empties the to-do list: the dirty channels waited on that the
+// server does not serve, and those it serves that nobody waits on.
+func (n *notifier) takeDirty() (add, drop []string, ps *redis.PubSub) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.dirty {
+		switch want := n.chans[ch] != nil && !n.closed; {
+		case want && !n.subscribed[ch]:
+			add = append(add, ch)
+		case !want && n.subscribed[ch]:
+			drop = append(drop, ch)
+		}
+	}
+	clear(n.dirty)
+	return add, drop, n.ps
+}
+
+// redirty puts channels back on the to-do list, for after the connection
+// broke (the receiver pokes the subscriber then).
+func (n *notifier) redirty(channels []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, ch := range channels {
+		n.dirty[ch] = true
+	}
+}
+
+// receive is the receiver goroutine: it reads the pub/sub connection until
+// close, and has it replaced when it goes quiet and does not answer a ping.
 func (n *notifier) receive() {
-	defer close(n.stopped)
+	defer close(n.receiver)
 	const idle = 2 * time.Second // then a ping: a dead connection is replaced within two of these
 	pinged := false
 	for {
-		n.mu.Lock()
-		ps := n.ps
-		n.mu.Unlock()
+		ps := n.conn()
 		msg, err := ps.ReceiveTimeout(context.Background(), idle)
-		n.mu.Lock()
-		if n.closed {
-			n.mu.Unlock()
-			return
-		}
-		switch msg := msg.(type) {
-		case *redis.Message:
-			if s := n.chans[msg.Channel]; s != nil {
-				s.wakeOne()
-			}
-		case *redis.Subscription:
-			if s := n.chans[msg.Channel]; s != nil && msg.Kind == "subscribe" {
-				// Armed, or re-armed after a reconnection that may have
-				// lost messages: every waiter looks again.
-				s.armed = true
-				s.wakeAll()
-			}
+		if n.deliver(msg) {
+			return // closed
 		}
 		var ne net.Error
 		timeout := errors.As(err, &ne) && ne.Timeout()
 		switch {
 		case err == nil:
 			pinged = false
-			n.mu.Unlock()
 		case timeout && !pinged:
 			// Quiet for a while: ask the server whether the connection
 			// still works; the answer arrives as a message.
-			n.mu.Unlock()
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			pinged = ps.Ping(ctx) == nil
 			cancel()
 			if !pinged {
-				n.reopen()
+				n.newConn()
 			}
 		case timeout:
-			// The ping went unanswered: the connection is dead but not
-			// broken (a black hole). Start over on a fresh one.
+			// The ping went unanswered: dead but not broken.
 			pinged = false
-			n.mu.Unlock()
-			n.reopen()
+			n.newConn()
 		default:
 			// The connection broke; go-redis reconnects and resubscribes
-			// on the next receive. Messages may have been lost meanwhile,
-			// so the waiters look for themselves.
+			// what it has on the next receive. Messages may have been
+			// lost meanwhile, so the waiters look for themselves, and what
+			// a failed SUBSCRIBE left out is tried again.
 			pinged = false
-			for _, s := range n.chans {
-				s.wakeAll()
-			}
-			n.mu.Unlock()
+			n.wakeEveryone()
 			select {
 			case <-time.After(50 * time.Millisecond):
 			case <-n.done:
 				return
 			}
-			n.resubscribe()
+			n.poke()
 		}
 	}
 }
 
-// reopen replaces the pub/sub connection and subscribes again to every
-// channel waited on; the waiters look for themselves meanwhile.
-func (n *notifier) reopen() {
-	n.io.Lock()
-	defer n.io.Unlock()
+func (n *notifier) conn() *redis.PubSub {
 	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
-		return
-	}
-	old := n.ps
-	n.ps = n.client.Subscribe(context.Background())
-	ps := n.ps
-	channels := make([]string, 0, len(n.chans))
-	for ch, s := range n.chans {
-		s.armed = false
-		s.wakeAll()
-		channels = append(channels, ch)
-	}
-	n.mu.Unlock()
-	_ = old.Close()
-	clear(n.subscribed)
-	if len(channels) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	n.subscribe(ctx, ps, channels...)
+	defer n.mu.Unlock()
+	return n.ps
 }
 
-// close stops the receiver and closes the connection. Waiters still
+// deliver wakes the waiters msg concerns; it reports whether the notifier
+// is closed.
+func (n *notifier) deliver(msg any) (closed bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return true
+	}
+	switch msg := msg.(type) {
+	case *redis.Message:
+		if s := n.chans[msg.Channel]; s != nil {
+			s.wakeOne()
+		}
+	case *redis.Subscription:
+		if s := n.chans[msg.Channel]; s != nil && msg.Kind == "subscribe" {
+			// Armed, or re-armed after a reconnection that may have lost
+			// messages: every waiter looks again.
+			s.armed = true
+			s.wakeAll()
+		}
+	}
+	return false
+}
+
+// newConn has the subscriber replace the connection, and waits until it
+// has (or close).
+func (n *notifier) newConn() {
+	select {
+	case <-n.askReopen():
+	case <-n.done:
+	}
+}
+
+// askReopen files the request for a new connection and returns the
+// channel the subscriber closes when it is done.
+func (n *notifier) askReopen() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.reopen == nil {
+		n.reopen = make(chan struct{})
+	}
+	n.poke()
+	return n.reopen
+}
+
+// close stops both goroutines and closes the connection. Waiters still
 // registered fall back to their timers.
 func (n *notifier) close() {
-	n.mu.Lock()
-	if n.closed {
-		n.mu.Unlock()
+	if !n.markClosed() {
 		return
+	}
+	<-n.subscriber // no round trip of its own is under way, nor will be
+	_ = n.conn().Close()
+	<-n.receiver
+}
+
+// markClosed closes the notifier once; it reports whether its goroutines
+// were started (and so must be waited for).
+func (n *notifier) markClosed() (started bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return false
 	}
 	n.closed = true
 	close(n.done)
-	started := n.started
-	n.mu.Unlock()
-	if !started {
-		return
-	}
-	n.io.Lock() // no SUBSCRIBE is under way, and reopen sees closed
-	n.mu.Lock()
-	ps := n.ps
-	n.mu.Unlock()
-	_ = ps.Close()
-	n.io.Unlock()
-	<-n.stopped
+	return n.started
 }

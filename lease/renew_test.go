@@ -1,0 +1,192 @@
+package lease_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+func TestRenewalKeepsLeaseAcrossTenTTLs(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	ttl := 200 * time.Millisecond
+	m := newManager(t, srv.Client(t), lease.WithTTL(ttl))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := l.Deadline()
+	time.Sleep(10 * ttl)
+	if l.Err() != nil {
+		t.Fatalf("lost: %v", l.Err())
+	}
+	if !l.Deadline().After(first.Add(8 * ttl)) {
+		t.Fatalf("deadline did not follow renewals: %v then %v", first, l.Deadline())
+	}
+	if pttl := raw.PTTL(ctx, "tenure:{job}").Val(); pttl <= 0 {
+		t.Fatalf("server TTL %v", pttl)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("key left after release")
+	}
+	if context.Cause(l.Context()) != lease.ErrReleased {
+		t.Fatalf("cause %v", context.Cause(l.Context()))
+	}
+	if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("second Release = %v", err)
+	}
+}
+
+func TestNoRenewLeaseExpires(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job", lease.WithTTL(300*time.Millisecond), lease.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, l, time.Second)
+	if l.Err() != lease.ErrLost {
+		t.Fatalf("Err %v", l.Err())
+	}
+	time.Sleep(50 * time.Millisecond)
+	if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("key outlived its TTL")
+	}
+}
+
+func TestExtend(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job", lease.WithTTL(time.Second), lease.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	if err := l.Extend(ctx, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if pttl := raw.PTTL(ctx, "tenure:{job}").Val(); pttl < 9*time.Second {
+		t.Fatalf("server TTL %v after Extend(10s)", pttl)
+	}
+	if d := l.Deadline(); d.Before(before.Add(9*time.Second)) || d.After(time.Now().Add(10*time.Second)) {
+		t.Fatalf("deadline %v", time.Until(d))
+	}
+	// A shorter TTL never shortens the lease on the server (S8).
+	if err := l.Extend(ctx, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if pttl := raw.PTTL(ctx, "tenure:{job}").Val(); pttl < 9*time.Second {
+		t.Fatalf("Extend(1s) shortened the server TTL to %v", pttl)
+	}
+	if err := l.Extend(ctx, time.Millisecond); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Fatalf("Extend(1ms) = %v", err)
+	}
+}
+
+// The local deadline counts from when the acquire was sent, not answered.
+func TestDeadlineCountsFromSend(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	proxy.SetLatency(150 * time.Millisecond) // each way
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = slow.Close() })
+	ttl := 2 * time.Second
+	m := newManager(t, slow, lease.WithTTL(ttl))
+	ctx := context.Background()
+	if err := slow.Ping(ctx).Err(); err != nil { // connect first: dialling is not the request
+		t.Fatal(err)
+	}
+	before := time.Now()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	if after.Sub(before) < 300*time.Millisecond {
+		t.Fatalf("round trip %v: the proxy added no latency", after.Sub(before))
+	}
+	drift := ttl/100 + 2*time.Millisecond
+	if d := l.Deadline(); d.After(before.Add(ttl - drift + 20*time.Millisecond)) {
+		t.Fatalf("deadline %v after send+ttl-drift: counted from the reply", d.Sub(before.Add(ttl-drift)))
+	}
+	if d := l.Deadline(); !d.Before(before.Add(ttl)) {
+		t.Fatal("deadline not before send time + TTL")
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// After SCRIPT FLUSH (or a restart that kept the data), renewal and release
+// fall back from EVALSHA to EVAL and keep working.
+func TestScriptFlushDoesNotBreakRenewal(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t), lease.WithTTL(300*time.Millisecond))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := raw.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second)
+	if l.Err() != nil {
+		t.Fatalf("lost after SCRIPT FLUSH: %v", l.Err())
+	}
+	if err := raw.ScriptFlush(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
+		t.Fatal("key left after release")
+	}
+}
+
+// Extend that finds the lease taken over loses it at once, and touches
+// nothing of the new holder.
+func TestExtendFindsTakeover(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t), lease.WithTTL(10*time.Second), lease.WithRenewInterval(3*time.Second))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "job")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Set(ctx, "tenure:{job}", "intruder", 5*time.Second)
+	if err := l.Extend(ctx, time.Minute); !errors.Is(err, lease.ErrNotHeld) || !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Extend = %v", err)
+	}
+	if l.Err() != lease.ErrLost || context.Cause(l.Context()) != lease.ErrLost {
+		t.Fatalf("Err %v", l.Err())
+	}
+	if pttl := raw.PTTL(ctx, "tenure:{job}").Val(); pttl > 5*time.Second || raw.Get(ctx, "tenure:{job}").Val() != "intruder" {
+		t.Fatalf("Extend touched the new holder's lease (TTL %v)", pttl)
+	}
+	// An explicit interval of 3s rules out a TTL that is not above 6s.
+	l2, err := m.Acquire(ctx, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l2.Extend(ctx, 6*time.Second); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Fatalf("Extend below twice the interval = %v", err)
+	}
+}
