@@ -13,8 +13,9 @@ import (
 
 // Report is what Check found. The first four lists are violations, and so is
 // a history porcupine proves not linearizable; the Expected ones follow a
-// fault that brought the server back without data it had acknowledged,
-// where S1 does not hold by design, and do not fail a run.
+// fault that brought the server back without data it had acknowledged, and
+// the Starved ones a late cancellation while the runner's process was not
+// scheduled: S1 does not hold there by design, and they do not fail a run.
 type Report struct {
 	Overlaps        []string // two live holders of one name
 	FenceBackwards  []string // a fence not above every earlier one of its name
@@ -22,6 +23,8 @@ type Report struct {
 	StaleAccepted   []string // a stale write a correct fenced resource would have accepted
 	ExpectedOverlap []string // overlaps after a data-losing fault
 	ExpectedOutlive []string // server-side losses caused by a data-losing fault
+	StarvedOverlap  []string // overlaps while the runner was not scheduled
+	StarvedOutlive  []string // contexts cancelled late while the runner was not scheduled
 
 	// Linearizability is CheckLinearizable's verdict, when the caller ran it.
 	Linearizability LinResult
@@ -83,11 +86,25 @@ func Check(h History) *Report {
 	for _, f := range h.Faults {
 		r.FaultsByKind[f.Kind]++
 	}
-	var losses []Fault
+	var losses, starved []Fault
 	for _, f := range h.Faults {
 		if f.LosesData {
 			losses = append(losses, f)
 		}
+		if f.Starved {
+			starved = append(starved, f)
+		}
+	}
+	// starvedIn reports whether the runner went unscheduled, longer than
+	// the slack, at some point of [from, to]: a cancellation due then could
+	// not land in time, whatever the library did.
+	starvedIn := func(from, to time.Time) bool {
+		for _, f := range starved {
+			if !f.End.Before(from) && !f.Start.After(to) {
+				return true
+			}
+		}
+		return false
 	}
 	// dataLost reports whether a data-losing fault may have erased a
 	// lease granted at granted (by when its Acquire returned) before after:
@@ -128,9 +145,12 @@ func Check(h History) *Report {
 				}
 				msg := fmt.Sprintf("%s: %s (section %d, fence %d) began at %s while %s (section %d, fence %d, %s, local deadline %s) was live until %s, %v later%s",
 					name, b.Holder, b.ID, b.Fence, stamp(b.Start), a.Holder, a.ID, a.Fence, a.Ended, stamp(a.Deadline), stamp(a.End), a.End.Sub(b.Start), faultsAround(h.Faults, a.Start, b.Start))
-				if dataLost(a.Start, b.Start) {
+				switch {
+				case dataLost(a.Start, b.Start):
 					r.ExpectedOverlap = append(r.ExpectedOverlap, msg)
-				} else {
+				case starvedIn(b.Start, a.End):
+					r.StarvedOverlap = append(r.StarvedOverlap, msg)
+				default:
 					r.Overlaps = append(r.Overlaps, msg)
 				}
 			}
@@ -180,7 +200,8 @@ func Check(h History) *Report {
 		}
 		margin := dropped.Sub(s.End)
 		expected := dataLost(s.Start, dropped)
-		if s.Ended == EndLost && !expected {
+		late := margin < 0 && starvedIn(dropped, s.End)
+		if s.Ended == EndLost && !expected && !late {
 			r.Margins = append(r.Margins, margin)
 		}
 		if margin >= 0 {
@@ -188,9 +209,12 @@ func Check(h History) *Report {
 		}
 		msg := fmt.Sprintf("%s: section %d (%s, fence %d, %s, from %s) was live until %s (local deadline %s), %v after %s at %s (last seen %s)%s",
 			s.Name, s.ID, s.Holder, s.Fence, s.Ended, stamp(s.Start), stamp(s.End), stamp(s.Deadline), -margin, how, stamp(dropped), stamp(g.LastSeen), faultsAround(h.Faults, s.Start, s.End))
-		if expected {
+		switch {
+		case expected:
 			r.ExpectedOutlive = append(r.ExpectedOutlive, msg)
-		} else {
+		case late:
+			r.StarvedOutlive = append(r.StarvedOutlive, msg)
+		default:
 			r.OutlivedServer = append(r.OutlivedServer, msg)
 		}
 	}
@@ -393,6 +417,8 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 	row("linearizability (porcupine)", r.Linearizability)
 	row("expected (data-losing fault): overlaps", len(r.ExpectedOverlap))
 	row("expected (data-losing fault): outlived", len(r.ExpectedOutlive))
+	row("expected (runner not scheduled): overlaps", len(r.StarvedOverlap))
+	row("expected (runner not scheduled): outlived", len(r.StarvedOutlive))
 	_ = tw.Flush()
 	for _, l := range []struct {
 		what string
@@ -400,6 +426,7 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 	}{
 		{"overlap", r.Overlaps}, {"fence", r.FenceBackwards}, {"outlived", r.OutlivedServer}, {"stale write", r.StaleAccepted},
 		{"expected overlap", r.ExpectedOverlap}, {"expected outlived", r.ExpectedOutlive},
+		{"starved overlap", r.StarvedOverlap}, {"starved outlived", r.StarvedOutlive},
 	} {
 		for i, m := range l.list {
 			if i == 10 {

@@ -361,3 +361,45 @@ func TestSuffixMax(t *testing.T) {
 		t.Fatalf("%d at %d", v, at)
 	}
 }
+
+// A context cancelled late while the runner itself was not scheduled (its
+// heartbeat late by more than the slack) is outside S1's premise: it is
+// counted apart, not as a violation. The same lateness with no such window
+// is a violation, and a window elsewhere in time excuses nothing.
+func TestCheckStarvedRunnerExcusesOnlyWhatFallsInIt(t *testing.T) {
+	starved := func(h History, from, to int) History {
+		h.Faults = append(h.Faults, Fault{Kind: "runner not scheduled", Start: ms(from), End: ms(to), Starved: true})
+		return h
+	}
+	h := cleanHistory()
+	h.Sightings[0].ExpiresAt = ms(240) // section 2 ends at 250: 10ms late
+	if r := Check(h); len(r.OutlivedServer) != 1 {
+		t.Fatalf("without a starvation window: outlived %q", r.OutlivedServer)
+	}
+	h = starved(cleanHistory(), 235, 251)
+	h.Sightings[0].ExpiresAt = ms(240)
+	r := Check(h)
+	if len(r.OutlivedServer) != 0 || len(r.StarvedOutlive) != 1 || r.Violations() != 0 {
+		t.Fatalf("late inside a starvation window: outlived %q, starved %q", r.OutlivedServer, r.StarvedOutlive)
+	}
+	if len(r.Margins) != 0 {
+		t.Fatalf("an excused section's margin was counted: %v", r.Margins)
+	}
+	h = starved(cleanHistory(), 10, 30)
+	h.Sightings[0].ExpiresAt = ms(240)
+	if r := Check(h); len(r.OutlivedServer) != 1 || len(r.StarvedOutlive) != 0 {
+		t.Fatalf("a starvation window elsewhere excused it: outlived %q, starved %q", r.OutlivedServer, r.StarvedOutlive)
+	}
+
+	// An overlap: section 3 begins while section 2 is still live.
+	h = cleanHistory()
+	h.Sections[1].End = ms(320)
+	if r := Check(h); len(r.Overlaps) != 1 {
+		t.Fatalf("overlap not found: %q", r.Overlaps)
+	}
+	h = starved(cleanHistory(), 290, 330)
+	h.Sections[1].End = ms(320)
+	if r := Check(h); len(r.Overlaps) != 0 || len(r.StarvedOverlap) != 1 {
+		t.Fatalf("overlap inside a starvation window: overlaps %q, starved %q", r.Overlaps, r.StarvedOverlap)
+	}
+}

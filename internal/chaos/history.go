@@ -106,6 +106,11 @@ type Fault struct {
 	// (none, an older snapshot, a lost AOF tail, a lagging replica). S1
 	// holds only while the server keeps its data; S5 holds across it.
 	LosesData bool
+	// Starved: the runner's own process was not scheduled for longer than
+	// the watchdog's slack (its heartbeat came late by that much), so a
+	// lease context could not be cancelled in time whatever the library
+	// did. S1 holds only while the holder's clock and scheduler behave.
+	Starved bool
 }
 
 // A Sighting is what the observer saw of one token on the server: it was

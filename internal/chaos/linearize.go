@@ -32,7 +32,8 @@ import (
 //     larger fence was handed out since (a resource that checks fences can
 //     then reject it). A write whose fence ties with a newer holder's, or
 //     exceeds it, is one that no fenced resource can tell apart;
-//   - crash, over a data-losing fault (kill to restart or promotion): the
+//   - crash, over a data-losing fault (kill to restart or promotion), or a
+//     window in which the runner was not scheduled (see heartbeat): the
 //     server forgot its holder, who keeps believing (an orphan, whose end
 //     is legal later) while another may acquire. Fences survive a crash: S5
 //     promises them across every fault.
@@ -257,7 +258,10 @@ func linOperations(h History) []porcupine.Operation {
 	}
 	slices.Sort(sorted)
 	for _, f := range h.Faults {
-		if !f.LosesData {
+		// A runner that went unscheduled longer than the slack is, to the
+		// model, a crash as seen from the holder's side: the server let
+		// its lease go while the holder, not running, still believed.
+		if !f.LosesData && !f.Starved {
 			continue
 		}
 		for _, n := range sorted {
