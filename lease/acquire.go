@@ -385,7 +385,7 @@ func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig
 		return nil, ErrClosed
 	}
 	var err error
-	l.entry, err = m.wd.Add(req.Item(), sent, a.renewInterval(), !a.noRenew, (*holder)(l))
+	l.entry, err = m.wd.Add(req.Item(), req.TTL, sent, a.renewInterval(), !a.noRenew, (*holder)(l))
 	if err != nil { // the watchdog closes only after m.closed is set
 		panic("lease: watchdog closed while the manager is open")
 	}

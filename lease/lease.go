@@ -23,7 +23,7 @@ type Lease struct {
 	explicitInterval bool
 	owner            string // a reentrant lock's owner; "" for a lease
 	exclusive        bool   // the owner is this lease's alone
-	entry            *watchdog.Entry
+	entry            *watchdog.Entry[backend.Item]
 	acquired         time.Time // when the acquire's reply came
 	ctx              context.Context
 	cancel           context.CancelCauseFunc

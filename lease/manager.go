@@ -21,7 +21,7 @@ import (
 // leases held. It is safe for concurrent use. Close releases what it holds.
 type Manager struct {
 	be       backend.Backend
-	wd       *watchdog.Watchdog
+	wd       *watchdog.Watchdog[backend.Item]
 	notify   *notifier // nil without a Redis client (the fake backend)
 	layout   backend.Layout
 	cfg      config
@@ -97,7 +97,7 @@ func buildConfig(opts []Option) (config, error) {
 func newManager(be backend.Backend, cfg config) *Manager {
 	m := &Manager{
 		be:         be,
-		wd:         watchdog.New(be, watchdog.Config{Drift: cfg.drift}),
+		wd:         watchdog.New(backend.Renewer(be), watchdog.Config{Drift: cfg.drift}),
 		layout:     backend.Layout{Prefix: cfg.prefix},
 		cfg:        cfg,
 		held:       make(map[*Lease]struct{}),

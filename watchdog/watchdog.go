@@ -1,11 +1,12 @@
 // Package watchdog keeps leases alive and decides when they are lost. It owns
 // time: each lease's local deadline, the renewal schedule, batching, retry and
-// loss. It knows no Redis command; storage is a backend.Backend.
+// loss. It knows no storage: a Renewer renews the items, whatever they are
+// (tenure's Redis leases, or sessions, locks or tickets of your own).
 //
 // One Watchdog serves any number of leases with a fixed number of goroutines:
 // a scheduler that sleeps until the earliest renewal or deadline, and a small
-// pool of workers that renew due leases together, one pipelined round trip
-// per batch. Its cost grows with renewals per second, not with leases held.
+// pool of workers that renew due leases together, one Renew call per batch.
+// Its cost grows with renewals per second, not with leases held.
 //
 // The rules it enforces (docs/design.md S2, S4, S7):
 //
@@ -13,7 +14,8 @@
 //     the request that set the TTL was sent, not when it was answered. A
 //     successful renewal moves it forward by the same rule; it never moves
 //     back.
-//   - A renewal answered "not held" loses the lease at once.
+//   - A renewal answered "not held" (an error wrapping ErrNotHeld) loses the
+//     lease at once.
 //   - A renewal that fails or times out moves nothing, and is retried with
 //     backoff until the local deadline.
 //   - A lease is lost a slack before its local deadline (Config.Slack),
@@ -30,9 +32,34 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	"github.com/tenure-go/tenure/internal/backend"
 )
+
+// ErrNotHeld is what a Renewer reports, wrapped or as is, for an item it
+// found no longer held: deleted, expired, or taken by someone else. The
+// watchdog then loses the lease with ErrTakenOver instead of retrying.
+var ErrNotHeld = errors.New("watchdog: not held")
+
+// A Renewal asks that Item live for at least TTL from when the request is
+// sent. TTL is the watchdog's copy, which Extended changes, so the renewer
+// never has to keep one.
+type Renewal[I any] struct {
+	Item I
+	TTL  time.Duration
+}
+
+// A Renewer renews items, in as few round trips as it can: the watchdog
+// hands it up to Config.BatchSize due renewals at once.
+type Renewer[I any] interface {
+	// Renew renews every batch[i] and sets errs[i] (len(errs) ==
+	// len(batch), all nil on entry): nil when the item now lives at least
+	// batch[i].TTL from the moment Renew was called, an error wrapping
+	// ErrNotHeld when the item is no longer held, and any other error when
+	// the outcome is unknown (a timeout, a broken connection), which the
+	// watchdog retries until the lease's deadline. A renewal must never
+	// shorten an item's life. Renew must return soon after ctx ends: the
+	// watchdog bounds it by the batch's earliest loss time.
+	Renew(ctx context.Context, batch []Renewal[I], errs []error)
+}
 
 // Reasons a lease is lost, passed to the loss callback.
 var (
@@ -97,16 +124,17 @@ func DefaultSlack(ttl time.Duration) time.Duration {
 	return min(ttl/20, 50*time.Millisecond)
 }
 
-// Watchdog renews registered leases and reports their loss.
-type Watchdog struct {
-	be   backend.Backend
-	cfg  Config
-	base time.Time // monotonic origin for all times kept as int64 nanoseconds
+// Watchdog renews registered leases, items of type I, through a Renewer and
+// reports their loss.
+type Watchdog[I any] struct {
+	renewer Renewer[I]
+	cfg     Config
+	base    time.Time // monotonic origin for all times kept as int64 nanoseconds
 
 	mu     sync.Mutex
-	queue  entryHeap
-	ready  []*Entry // due for renewal, waiting for a worker
-	armed  int64    // when the scheduler will next look, nanoseconds since base
+	queue  entryHeap[I]
+	ready  []*Entry[I] // due for renewal, waiting for a worker
+	armed  int64       // when the scheduler will next look, nanoseconds since base
 	closed bool
 
 	kick   chan struct{} // wakes the scheduler: the earliest event moved
@@ -128,12 +156,13 @@ const never = math.MaxInt64
 
 // Entry is one lease under the watchdog. Its fields belong to the Watchdog
 // and are guarded by its mutex.
-type Entry struct {
-	item     backend.Item
+type Entry[I any] struct {
+	item     I
+	ttl      time.Duration // what a renewal sets
 	interval time.Duration
 	renew    bool
 	holder   Holder
-	w        *Watchdog
+	w        *Watchdog[I]
 
 	deadline int64 // local deadline, nanoseconds since w.base
 	lossAt   int64 // when the scheduler loses it: deadline minus the slack
@@ -144,8 +173,8 @@ type Entry struct {
 	reason   error
 }
 
-// New starts a Watchdog over be. Close stops it.
-func New(be backend.Backend, cfg Config) *Watchdog {
+// New starts a Watchdog whose renewals r sends. Close stops it.
+func New[I any](r Renewer[I], cfg Config) *Watchdog[I] {
 	if cfg.Drift == nil {
 		panic("watchdog: Config.Drift is required")
 	}
@@ -162,14 +191,14 @@ func New(be backend.Backend, cfg Config) *Watchdog {
 		cfg.Slack = DefaultSlack
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &Watchdog{
-		be:     be,
-		cfg:    cfg,
-		base:   time.Now(),
-		kick:   make(chan struct{}, 1),
-		work:   make(chan struct{}, cfg.Workers),
-		ctx:    ctx,
-		cancel: cancel,
+	w := &Watchdog[I]{
+		renewer: r,
+		cfg:     cfg,
+		base:    time.Now(),
+		kick:    make(chan struct{}, 1),
+		work:    make(chan struct{}, cfg.Workers),
+		ctx:     ctx,
+		cancel:  cancel,
 	}
 	w.wg.Add(1 + cfg.Workers)
 	go w.schedule()
@@ -179,24 +208,24 @@ func New(be backend.Backend, cfg Config) *Watchdog {
 	return w
 }
 
-func (w *Watchdog) at(t time.Time) int64 { return int64(t.Sub(w.base)) }
+func (w *Watchdog[I]) at(t time.Time) int64 { return int64(t.Sub(w.base)) }
 
-func (w *Watchdog) now() int64 { return w.at(time.Now()) }
+func (w *Watchdog[I]) now() int64 { return w.at(time.Now()) }
 
-func (w *Watchdog) time(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
+func (w *Watchdog[I]) time(ns int64) time.Time { return w.base.Add(time.Duration(ns)) }
 
-// Add puts a lease under the watchdog. sent is when the request that set its
-// TTL (item.TTL) was sent. With renew false the lease is not renewed, but is
-// still lost by its local deadline. The watchdog tells holder of renewals
-// and of the loss.
+// Add puts a lease on item under the watchdog. sent is when the request that
+// gave it ttl was sent; renewals ask for ttl every interval. With renew false
+// the lease is not renewed, but is still lost by its local deadline. The
+// watchdog tells holder of renewals and of the loss.
 //
 // The caller must not pass a lease whose reply came after its deadline;
 // such a lease is lost at once.
-func (w *Watchdog) Add(item backend.Item, sent time.Time, interval time.Duration, renew bool, holder Holder) (*Entry, error) {
-	e := &Entry{item: item, interval: interval, renew: renew, holder: holder, w: w, index: -1}
+func (w *Watchdog[I]) Add(item I, ttl time.Duration, sent time.Time, interval time.Duration, renew bool, holder Holder) (*Entry[I], error) {
+	e := &Entry[I]{item: item, ttl: ttl, interval: interval, renew: renew, holder: holder, w: w, index: -1}
 	s := w.at(sent)
 	e.deadline, e.lossAt = math.MinInt64, math.MinInt64
-	w.moveDeadline(e, s, item.TTL)
+	w.moveDeadline(e, s, ttl)
 	e.next = never
 	if renew {
 		e.next = s + int64(interval)
@@ -210,9 +239,12 @@ func (w *Watchdog) Add(item backend.Item, sent time.Time, interval time.Duration
 	return e, nil
 }
 
+// Item returns the item Add was given.
+func (e *Entry[I]) Item() I { return e.item }
+
 // Deadline returns the lease's local deadline: its context must be
 // cancelled no later than this.
-func (e *Entry) Deadline() time.Time {
+func (e *Entry[I]) Deadline() time.Time {
 	w := e.w
 	w.mu.Lock()
 	d := e.deadline
@@ -221,23 +253,23 @@ func (e *Entry) Deadline() time.Time {
 }
 
 // Interval returns the lease's renewal interval.
-func (e *Entry) Interval() time.Duration {
+func (e *Entry[I]) Interval() time.Duration {
 	e.w.mu.Lock()
 	defer e.w.mu.Unlock()
 	return e.interval
 }
 
 // TTL returns the TTL the lease's renewals set.
-func (e *Entry) TTL() time.Duration {
+func (e *Entry[I]) TTL() time.Duration {
 	e.w.mu.Lock()
 	defer e.w.mu.Unlock()
-	return e.item.TTL
+	return e.ttl
 }
 
 // Remove takes the lease from the watchdog: no renewal is sent and Lost is
 // not called after it returns. It returns nil if the lease was still held,
 // else the reason it was lost (or ErrClosed).
-func (w *Watchdog) Remove(e *Entry) error {
+func (w *Watchdog[I]) Remove(e *Entry[I]) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e.state == done {
@@ -250,13 +282,13 @@ func (w *Watchdog) Remove(e *Entry) error {
 // Extended records a successful explicit renewal sent at sent with ttl: the
 // deadline moves forward by the usual rule and later renewals use ttl and
 // interval. It returns the loss reason when the lease is no longer watched.
-func (w *Watchdog) Extended(e *Entry, sent time.Time, ttl, interval time.Duration) error {
+func (w *Watchdog[I]) Extended(e *Entry[I], sent time.Time, ttl, interval time.Duration) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if e.state == done {
 		return e.reason
 	}
-	e.item.TTL = ttl
+	e.ttl = ttl
 	e.interval = interval
 	s := w.at(sent)
 	w.moveDeadline(e, s, ttl)
@@ -268,16 +300,17 @@ func (w *Watchdog) Extended(e *Entry, sent time.Time, ttl, interval time.Duratio
 	return nil
 }
 
-// Close stops every goroutine of the watchdog and returns the leases it
-// still held, which it no longer watches: the caller releases them.
-func (w *Watchdog) Close() []backend.Item {
+// Close stops every goroutine of the watchdog and returns the items of the
+// leases it still held, which it no longer watches: the caller releases
+// them.
+func (w *Watchdog[I]) Close() []I {
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
 		return nil
 	}
 	w.closed = true
-	var held []backend.Item
+	var held []I
 	for _, e := range w.queue {
 		held = append(held, e.item)
 		e.state, e.reason, e.index = done, ErrClosed, -1
@@ -293,7 +326,7 @@ func (w *Watchdog) Close() []backend.Item {
 // moveDeadline moves e's local deadline (and the moment it is lost) to
 // what a request sent at sent that set ttl gives, if that is later: a
 // deadline never moves back.
-func (w *Watchdog) moveDeadline(e *Entry, sent int64, ttl time.Duration) {
+func (w *Watchdog[I]) moveDeadline(e *Entry[I], sent int64, ttl time.Duration) {
 	if d := sent + int64(ttl-w.cfg.Drift(ttl)); d > e.deadline {
 		e.deadline = d
 		e.lossAt = d - int64(w.cfg.Slack(ttl))
@@ -301,20 +334,20 @@ func (w *Watchdog) moveDeadline(e *Entry, sent int64, ttl time.Duration) {
 }
 
 // key is when the scheduler must next look at e.
-func (e *Entry) key() int64 {
+func (e *Entry[I]) key() int64 {
 	if e.state == idle && e.next < e.lossAt {
 		return e.next
 	}
 	return e.lossAt
 }
 
-func (w *Watchdog) push(e *Entry) {
+func (w *Watchdog[I]) push(e *Entry[I]) {
 	heap.Push(&w.queue, e)
 	w.wakeFor(e)
 }
 
 // requeue restores e's place in the queue after its key changed.
-func (w *Watchdog) requeue(e *Entry) {
+func (w *Watchdog[I]) requeue(e *Entry[I]) {
 	if e.index < 0 {
 		return
 	}
@@ -325,7 +358,7 @@ func (w *Watchdog) requeue(e *Entry) {
 // wakeFor wakes the scheduler if e needs it before it would look anyway.
 // A lease taken and released within an interval thus costs the scheduler
 // nothing: its timer, armed for an earlier lease, fires late enough.
-func (w *Watchdog) wakeFor(e *Entry) {
+func (w *Watchdog[I]) wakeFor(e *Entry[I]) {
 	if e.index == 0 && e.key() < w.armed {
 		w.armed = e.key()
 		w.wake()
@@ -333,51 +366,42 @@ func (w *Watchdog) wakeFor(e *Entry) {
 }
 
 // finish marks e done with reason (nil: removed) and drops it from the queue.
-func (w *Watchdog) finish(e *Entry, reason error) {
+func (w *Watchdog[I]) finish(e *Entry[I], reason error) {
 	e.state, e.reason = done, reason
 	if e.index >= 0 {
 		heap.Remove(&w.queue, e.index)
 	}
 }
 
-func (w *Watchdog) wake() {
+func (w *Watchdog[I]) wake() {
 	select {
 	case w.kick <- struct{}{}:
 	default:
 	}
 }
 
+// signal wakes up to n idle workers; busy ones find the work when they
+// look again.
+func (w *Watchdog[I]) signal(n int) {
+	for range n {
+		select {
+		case w.work <- struct{}{}:
+		default:
+		}
+	}
+}
+
 // schedule is the scheduler goroutine: it loses leases at their deadlines
 // and hands due renewals to the workers.
-func (w *Watchdog) schedule() {
+func (w *Watchdog[I]) schedule() {
 	defer w.wg.Done()
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
-	var lost []*Entry
+	var lost []*Entry[I]
 	for {
 		w.mu.Lock()
 		now := w.now()
-		lost = lost[:0]
-		due := false
-		for len(w.queue) > 0 {
-			e := w.queue[0]
-			if e.lossAt <= now {
-				w.finish(e, ErrExpired)
-				lost = append(lost, e)
-				continue
-			}
-			// Renew what is due, and with it whatever falls due within a
-			// fifth of its interval, so that leases taken around the same
-			// time share round trips from then on.
-			if e.state != idle || e.next == never || e.next-now > int64(e.interval/5) || (!due && e.next > now) {
-				break
-			}
-			due = true
-			heap.Pop(&w.queue)
-			e.state = inflight
-			w.ready = append(w.ready, e)
-			heap.Push(&w.queue, e) // keyed by its deadline while in flight
-		}
+		lost = w.sweep(now, lost[:0])
 		wait := time.Hour
 		if len(w.queue) > 0 {
 			wait = time.Duration(w.queue[0].key() - now)
@@ -389,118 +413,159 @@ func (w *Watchdog) schedule() {
 		for _, e := range lost {
 			e.holder.Lost(ErrExpired)
 		}
-		for range min(batches, w.cfg.Workers) {
-			select {
-			case w.work <- struct{}{}:
-			default:
-			}
-		}
-		timer.Reset(wait)
-		select {
-		case <-timer.C:
-		case <-w.kick:
-			if !timer.Stop() {
-				select {
-				case <-timer.C:
-				default:
-				}
-			}
-		case <-w.ctx.Done():
+		w.signal(min(batches, w.cfg.Workers))
+		if !w.sleep(timer, wait) {
 			return
 		}
 	}
 }
 
+// sweep, under w.mu, loses the entries whose loss time has come (appending
+// them to lost) and moves the due ones to the ready list.
+func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
+	due := false
+	for len(w.queue) > 0 {
+		e := w.queue[0]
+		if e.lossAt <= now {
+			w.finish(e, ErrExpired)
+			lost = append(lost, e)
+			continue
+		}
+		// Renew what is due, and with it whatever falls due within a
+		// fifth of its interval, so that leases taken around the same
+		// time share round trips from then on.
+		if e.state != idle || e.next == never || e.next-now > int64(e.interval/5) || (!due && e.next > now) {
+			break
+		}
+		due = true
+		heap.Pop(&w.queue)
+		e.state = inflight
+		w.ready = append(w.ready, e)
+		heap.Push(&w.queue, e) // keyed by its deadline while in flight
+	}
+	return lost
+}
+
+// sleep waits for wait to pass or a kick; it reports false when the
+// watchdog is closing.
+func (w *Watchdog[I]) sleep(timer *time.Timer, wait time.Duration) bool {
+	timer.Reset(wait)
+	select {
+	case <-timer.C:
+	case <-w.kick:
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+	case <-w.ctx.Done():
+		return false
+	}
+	return true
+}
+
+// batch is one worker's renewal round trip; its slices are reused from
+// one batch to the next.
+type batch[I any] struct {
+	entries []*Entry[I]
+	reqs    []Renewal[I] // what was sent: the TTLs a success counts for
+	errs    []error
+	lost    []*Entry[I]
+	limit   int64 // when to give up on the reply, nanoseconds since base
+}
+
 // worker renews batches from w.ready until it is empty, then sleeps.
-func (w *Watchdog) worker() {
+func (w *Watchdog[I]) worker() {
 	defer w.wg.Done()
-	var (
-		batch []*Entry
-		items []backend.Item
-		errs  []error
-		lost  []*Entry
-	)
+	var b batch[I]
 	for {
 		select {
 		case <-w.work:
 		case <-w.ctx.Done():
 			return
 		}
-		for {
-			w.mu.Lock()
-			n := min(len(w.ready), w.cfg.BatchSize)
-			batch, items = batch[:0], items[:0]
-			// The request is abandoned, and the batch retried, at the
-			// earliest of its leases' deadlines or half their interval:
-			// waiting longer cannot save the lease, and a fresh attempt may
-			// find a server that came back.
-			now, limit := w.now(), int64(never)
-			for _, e := range w.ready[:n] {
-				if e.state != inflight {
-					continue // released or lost while it waited for a worker
-				}
-				batch = append(batch, e)
-				items = append(items, e.item)
-				limit = min(limit, e.lossAt, now+int64(e.interval/2))
-			}
-			clear(w.ready[:n])
-			w.ready = w.ready[n:]
-			more := len(w.ready) > 0
-			w.mu.Unlock()
-			if n == 0 {
-				break
-			}
-			if more {
-				select {
-				case w.work <- struct{}{}:
-				default:
-				}
-			}
-			if n = len(batch); n == 0 {
-				continue
-			}
-
-			if cap(errs) < n {
-				errs = make([]error, n)
-			}
-			errs = errs[:n]
-			clear(errs)
-			sent := time.Now()
-			ctx, cancel := context.WithDeadline(w.ctx, w.time(limit))
-			w.be.Renew(ctx, items, errs)
-			cancel()
-			lost = w.settle(batch, items, errs, w.at(sent), lost[:0])
-			for _, e := range lost {
-				e.holder.Lost(ErrTakenOver)
-			}
-			// Everyone in the batch hears how its renewal went, after the
-			// losses: those are what must not wait.
-			for i, e := range batch {
-				if !errors.Is(errs[i], backend.ErrNotHeld) {
-					e.holder.Renewed(errs[i])
-				}
+		for w.take(&b) {
+			if len(b.entries) > 0 {
+				w.renew(&b)
 			}
 		}
 	}
 }
 
+// take moves up to a batch of ready entries into b, and reports false
+// when there were none.
+func (w *Watchdog[I]) take(b *batch[I]) bool {
+	w.mu.Lock()
+	n := min(len(w.ready), w.cfg.BatchSize)
+	b.entries, b.reqs = b.entries[:0], b.reqs[:0]
+	// The request is abandoned, and the batch retried, at the earliest
+	// of its leases' deadlines or half their interval: waiting longer
+	// cannot save the lease, and a fresh attempt may find a server that
+	// came back.
+	now := w.now()
+	b.limit = never
+	for _, e := range w.ready[:n] {
+		if e.state != inflight {
+			continue // released or lost while it waited for a worker
+		}
+		b.entries = append(b.entries, e)
+		b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
+		b.limit = min(b.limit, e.lossAt, now+int64(e.interval/2))
+	}
+	clear(w.ready[:n])
+	w.ready = w.ready[n:]
+	more := len(w.ready) > 0
+	w.mu.Unlock()
+	if more {
+		w.signal(1)
+	}
+	return n > 0
+}
+
+// renew sends b, applies the results and tells the holders.
+func (w *Watchdog[I]) renew(b *batch[I]) {
+	n := len(b.entries)
+	if cap(b.errs) < n {
+		b.errs = make([]error, n)
+	}
+	b.errs = b.errs[:n]
+	clear(b.errs)
+	sent := time.Now()
+	ctx, cancel := context.WithDeadline(w.ctx, w.time(b.limit))
+	w.renewer.Renew(ctx, b.reqs, b.errs)
+	cancel()
+	b.lost = w.settle(b, w.at(sent))
+	for _, e := range b.lost {
+		e.holder.Lost(ErrTakenOver)
+	}
+	// Everyone in the batch hears how its renewal went, after the
+	// losses: those are what must not wait.
+	for i, e := range b.entries {
+		if !errors.Is(b.errs[i], ErrNotHeld) {
+			e.holder.Renewed(b.errs[i])
+		}
+	}
+}
+
 // settle applies a batch's results and returns the leases found lost. A
-// success counts for the TTL that was sent (items[i].TTL), not the lease's
+// success counts for the TTL that was sent (b.reqs[i].TTL), not the lease's
 // current one, which an Extend may have changed meanwhile.
-func (w *Watchdog) settle(batch []*Entry, items []backend.Item, errs []error, sent int64, lost []*Entry) []*Entry {
+func (w *Watchdog[I]) settle(b *batch[I], sent int64) []*Entry[I] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
-	for i, e := range batch {
+	lost := b.lost[:0]
+	for i, e := range b.entries {
 		if e.state != inflight {
 			continue // removed, lost at its deadline, or closed meanwhile
 		}
-		switch err := errs[i]; {
+		switch err := b.errs[i]; {
 		case err == nil:
-			w.moveDeadline(e, sent, items[i].TTL)
+			w.moveDeadline(e, sent, b.reqs[i].TTL)
 			e.next = sent + int64(e.interval)
 			e.attempt = 0
-		case errors.Is(err, backend.ErrNotHeld):
+		case errors.Is(err, ErrNotHeld):
 			w.finish(e, ErrTakenOver)
 			lost = append(lost, e)
 			continue
@@ -517,7 +582,7 @@ func (w *Watchdog) settle(batch []*Entry, items []backend.Item, errs []error, se
 // retryDelay is the pause before the next attempt after e.attempt+1 failed
 // renewals in a row: exponential from RetryMin up to a quarter of the
 // interval, with jitter so that many leases do not retry in lockstep.
-func (w *Watchdog) retryDelay(e *Entry) time.Duration {
+func (w *Watchdog[I]) retryDelay(e *Entry[I]) time.Duration {
 	d := w.cfg.RetryMin << min(e.attempt, 20)
 	if c := e.interval / 4; d > c {
 		d = max(c, time.Millisecond)
@@ -526,21 +591,21 @@ func (w *Watchdog) retryDelay(e *Entry) time.Duration {
 }
 
 // entryHeap orders entries by key, earliest first.
-type entryHeap []*Entry
+type entryHeap[I any] []*Entry[I]
 
-func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(i, j int) bool { return h[i].key() < h[j].key() }
-func (h entryHeap) Swap(i, j int) {
+func (h entryHeap[I]) Len() int           { return len(h) }
+func (h entryHeap[I]) Less(i, j int) bool { return h[i].key() < h[j].key() }
+func (h entryHeap[I]) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index = i
 	h[j].index = j
 }
-func (h *entryHeap) Push(x any) {
-	e := x.(*Entry)
+func (h *entryHeap[I]) Push(x any) {
+	e := x.(*Entry[I])
 	e.index = len(*h)
 	*h = append(*h, e)
 }
-func (h *entryHeap) Pop() any {
+func (h *entryHeap[I]) Pop() any {
 	old := *h
 	n := len(old)
 	e := old[n-1]

@@ -1,4 +1,4 @@
-package watchdog
+package watchdog_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/watchdog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -40,7 +41,7 @@ func (l *loss) get() (error, time.Time, int) {
 }
 
 // hold acquires name on be and puts it under w.
-func hold(t *testing.T, w *Watchdog, be backend.Backend, name string, ttl, interval time.Duration) (*Entry, *loss) {
+func hold(t *testing.T, w *watchdog.Watchdog[backend.Item], be backend.Backend, name string, ttl, interval time.Duration) (*watchdog.Entry[backend.Item], *loss) {
 	t.Helper()
 	tok := "tok-" + name
 	sent := time.Now()
@@ -49,7 +50,7 @@ func hold(t *testing.T, w *Watchdog, be backend.Backend, name string, ttl, inter
 		t.Fatalf("acquire %s: %v %+v", name, err, res)
 	}
 	l := &loss{}
-	e, err := w.Add(backend.Item{Name: name, Token: tok, TTL: ttl}, sent, interval, true, LostFunc(l.record))
+	e, err := w.Add(backend.Item{Name: name, Token: tok}, ttl, sent, interval, true, watchdog.LostFunc(l.record))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func hold(t *testing.T, w *Watchdog, be backend.Backend, name string, ttl, inter
 func TestRenewalKeepsLeaseAliveAcrossManyTTLs(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift})
 		defer w.Close()
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 
@@ -84,7 +85,7 @@ func TestRenewalKeepsLeaseAliveAcrossManyTTLs(t *testing.T) {
 func TestTakeoverLosesWithinOneInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift})
 		defer w.Close()
 		_, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 
@@ -93,7 +94,7 @@ func TestTakeoverLosesWithinOneInterval(t *testing.T) {
 		fake.Set("a", "intruder", time.Minute)
 		time.Sleep(2 * time.Second)
 		reason, at, calls := l.get()
-		if !errors.Is(reason, ErrTakenOver) || calls != 1 {
+		if !errors.Is(reason, watchdog.ErrTakenOver) || calls != 1 {
 			t.Fatalf("reason %v calls %d", reason, calls)
 		}
 		if at.Sub(taken) > time.Second {
@@ -108,7 +109,7 @@ func TestTakeoverLosesWithinOneInterval(t *testing.T) {
 func TestUnansweredRenewalsLoseAtLocalDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift})
 		defer w.Close()
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		time.Sleep(2500 * time.Millisecond) // renewed at 1s and 2s
@@ -117,12 +118,12 @@ func TestUnansweredRenewalsLoseAtLocalDeadline(t *testing.T) {
 		time.Sleep(5 * time.Second)
 
 		reason, at, _ := l.get()
-		if !errors.Is(reason, ErrExpired) {
+		if !errors.Is(reason, watchdog.ErrExpired) {
 			t.Fatalf("reason %v", reason)
 		}
 		// Lost a slack before the deadline, so that a late timer still
 		// cancels by it.
-		if want := deadline.Add(-DefaultSlack(3 * time.Second)); !at.Equal(want) {
+		if want := deadline.Add(-watchdog.DefaultSlack(3 * time.Second)); !at.Equal(want) {
 			t.Fatalf("lost at %v, deadline %v: want the slack before it, %v", at, deadline, want)
 		}
 		// The server still had the key when the holder gave up.
@@ -138,7 +139,7 @@ func TestUnansweredRenewalsLoseAtLocalDeadline(t *testing.T) {
 func TestFailedRenewalsRetryUntilDeadlineAndRecover(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift})
 		defer w.Close()
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		start := e.Deadline()
@@ -177,7 +178,7 @@ func TestDeadlineCountsFromSend(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
 		be := slow{fake, 400 * time.Millisecond}
-		w := New(be, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(be), watchdog.Config{Drift: drift})
 		defer w.Close()
 		ttl := 3 * time.Second
 		e, _ := hold(t, w, fake, "a", ttl, time.Second)
@@ -206,13 +207,13 @@ func (a applyThenFail) Renew(ctx context.Context, items []backend.Item, errs []e
 func TestTimedOutRenewalNeverMovesDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(applyThenFail{fake}, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(applyThenFail{fake}), watchdog.Config{Drift: drift})
 		defer w.Close()
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		deadline := e.Deadline()
 		time.Sleep(5 * time.Second)
 		reason, at, _ := l.get()
-		if !errors.Is(reason, ErrExpired) || !at.Equal(deadline.Add(-DefaultSlack(3*time.Second))) {
+		if !errors.Is(reason, watchdog.ErrExpired) || !at.Equal(deadline.Add(-watchdog.DefaultSlack(3*time.Second))) {
 			t.Fatalf("reason %v at %v, deadline %v", reason, at, deadline)
 		}
 	})
@@ -222,15 +223,15 @@ func TestLateReplyAfterDeadlineDoesNotResurrect(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
 		be := slow{fake, 5 * time.Second} // answers long after the deadline
-		w := New(be, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(be), watchdog.Config{Drift: drift})
 		defer w.Close()
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		time.Sleep(10 * time.Second)
 		reason, _, calls := l.get()
-		if !errors.Is(reason, ErrExpired) || calls != 1 {
+		if !errors.Is(reason, watchdog.ErrExpired) || calls != 1 {
 			t.Fatalf("reason %v calls %d", reason, calls)
 		}
-		if err := w.Remove(e); !errors.Is(err, ErrExpired) {
+		if err := w.Remove(e); !errors.Is(err, watchdog.ErrExpired) {
 			t.Fatalf("Remove after loss = %v", err)
 		}
 	})
@@ -239,7 +240,7 @@ func TestLateReplyAfterDeadlineDoesNotResurrect(t *testing.T) {
 func TestBatchesShareRoundTrips(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift, BatchSize: 1000})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift, BatchSize: 1000})
 		defer w.Close()
 		const n = 10_000
 		losses := make([]*loss, n)
@@ -268,7 +269,7 @@ func TestBatchesShareRoundTrips(t *testing.T) {
 func TestRemoveStopsRenewalAndLossCallback(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift})
 		defer w.Close()
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		if err := w.Remove(e); err != nil {
@@ -288,15 +289,15 @@ func TestRemoveStopsRenewalAndLossCallback(t *testing.T) {
 func TestNoRenewLeaseLosesAtDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift})
 		defer w.Close()
 		sent := time.Now()
 		_, _ = fake.Acquire(context.Background(), backend.Request{Name: "a", Token: "t", TTL: 3 * time.Second})
 		l := &loss{}
-		e, _ := w.Add(backend.Item{Name: "a", Token: "t", TTL: 3 * time.Second}, sent, time.Second, false, LostFunc(l.record))
+		e, _ := w.Add(backend.Item{Name: "a", Token: "t"}, 3*time.Second, sent, time.Second, false, watchdog.LostFunc(l.record))
 		time.Sleep(10 * time.Second)
 		reason, at, _ := l.get()
-		if !errors.Is(reason, ErrExpired) || !at.Equal(e.Deadline().Add(-DefaultSlack(3*time.Second))) || fake.Calls("renew") != 0 {
+		if !errors.Is(reason, watchdog.ErrExpired) || !at.Equal(e.Deadline().Add(-watchdog.DefaultSlack(3*time.Second))) || fake.Calls("renew") != 0 {
 			t.Fatalf("reason %v at %v deadline %v renewals %d", reason, at, e.Deadline(), fake.Calls("renew"))
 		}
 	})
@@ -305,7 +306,7 @@ func TestNoRenewLeaseLosesAtDeadline(t *testing.T) {
 func TestExtendedMovesDeadlineForwardOnly(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift})
 		defer w.Close()
 		e, _ := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		d0 := e.Deadline()
@@ -327,7 +328,7 @@ func TestExtendedMovesDeadlineForwardOnly(t *testing.T) {
 func TestCloseReturnsHeldAndStops(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(fake, Config{Drift: drift})
+		w := watchdog.New(backend.Renewer(fake), watchdog.Config{Drift: drift})
 		_, l1 := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		e2, _ := hold(t, w, fake, "b", 3*time.Second, time.Second)
 		_ = w.Remove(e2)
@@ -335,7 +336,7 @@ func TestCloseReturnsHeldAndStops(t *testing.T) {
 		if len(held) != 1 || held[0].Name != "a" {
 			t.Fatalf("held %+v", held)
 		}
-		if _, err := w.Add(backend.Item{Name: "c", TTL: time.Second}, time.Now(), 300*time.Millisecond, true, LostFunc(func(error) {})); !errors.Is(err, ErrClosed) {
+		if _, err := w.Add(backend.Item{Name: "c"}, time.Second, time.Now(), 300*time.Millisecond, true, watchdog.LostFunc(func(error) {})); !errors.Is(err, watchdog.ErrClosed) {
 			t.Fatalf("Add after Close: %v", err)
 		}
 		time.Sleep(10 * time.Second)
@@ -354,7 +355,7 @@ func TestCloseReturnsHeldAndStops(t *testing.T) {
 func TestInFlightRenewalCountsForTheTTLItCarried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
-		w := New(slow{fake, 500 * time.Millisecond}, Config{Drift: func(time.Duration) time.Duration { return 0 }})
+		w := watchdog.New(backend.Renewer(slow{fake, 500 * time.Millisecond}), watchdog.Config{Drift: func(time.Duration) time.Duration { return 0 }})
 		defer w.Close()
 		e, _ := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		time.Sleep(1100 * time.Millisecond) // a renewal with TTL 3s left at 1s

@@ -1,7 +1,7 @@
 // Package backend is the storage side of tenure: the small interface between
-// the timing logic (package watchdog, package lease) and the Redis commands,
-// its Redis implementation with the Lua scripts, and an in-memory fake for
-// deterministic tests under testing/synctest.
+// package lease and the Redis commands, its Redis implementation with the Lua
+// scripts, an in-memory fake for deterministic tests under testing/synctest,
+// and Renewer, through which package watchdog renews leases.
 //
 // A backend knows keys, tokens and TTLs; it knows nothing of deadlines,
 // schedules or contexts of leases. Every method is safe for concurrent use.

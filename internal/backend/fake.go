@@ -2,6 +2,8 @@ package backend
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -9,14 +11,20 @@ import (
 // Fake is an in-memory Backend whose TTLs follow time.Now, so that under
 // testing/synctest the timing logic above it runs on a fake clock,
 // deterministically. Faults are injected per call.
+//
+// It answers as the Redis backend does (the contract tests run both), with
+// one exception: it keeps no fair queue, and refuses a fair request
+// (Request.Queue > 0) with an error wrapping errors.ErrUnsupported rather
+// than serve it as a barging one.
 type Fake struct {
-	mu        sync.Mutex
-	keys      map[string]fakeKey
-	fences    map[string]int64
-	abandoned map[string]time.Time // token -> until
-	fault     func(op string) error
-	hang      bool
-	calls     map[string]int
+	mu      sync.Mutex
+	keys    map[string]fakeKey
+	fences  map[string]int64
+	retired map[retiredKey]retiredMark
+	sweepAt int // len(retired) at which mark purges expired markers
+	fault   func(op string) error
+	hang    bool
+	calls   map[string]int
 }
 
 type fakeKey struct {
@@ -29,9 +37,27 @@ func (k fakeKey) heldBy(it Item) bool {
 	return k.token == it.Token && (k.count > 0) == it.Reentrant
 }
 
+// extend makes k live at least ttl from now: never shorter (S8).
+func (k *fakeKey) extend(ttl time.Duration) {
+	if exp := time.Now().Add(ttl); k.expiry.Before(exp) {
+		k.expiry = exp
+	}
+}
+
+// retiredKey is the fake's P{N}:retired:<id> (docs/design.md section 3).
+type retiredKey struct{ name, id string }
+
+type retiredMark struct {
+	until time.Time
+	count int64 // a re-entry's answer, for its resent copies
+}
+
+// errFakeFair refuses what the fake does not model.
+var errFakeFair = fmt.Errorf("fake backend: fair queues: %w", errors.ErrUnsupported)
+
 // NewFake returns an empty Fake.
 func NewFake() *Fake {
-	return &Fake{keys: map[string]fakeKey{}, fences: map[string]int64{}, abandoned: map[string]time.Time{}, calls: map[string]int{}}
+	return &Fake{keys: map[string]fakeKey{}, fences: map[string]int64{}, retired: map[retiredKey]retiredMark{}, calls: map[string]int{}}
 }
 
 // SetFault makes every call of op ("acquire", "renew", "release") that
@@ -91,13 +117,14 @@ func (f *Fake) Holder(name string) (token string, ttl time.Duration, ok bool) {
 	return k.token, ttl, true
 }
 
-// Flush forgets every key, fences included, as a restart without
+// Flush forgets every key, fences and markers included, as a restart without
 // persistence does.
 func (f *Fake) Flush() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.keys = map[string]fakeKey{}
 	f.fences = map[string]int64{}
+	f.retired = map[retiredKey]retiredMark{}
 }
 
 func (f *Fake) get(name string) (fakeKey, bool) {
@@ -128,42 +155,75 @@ func (f *Fake) begin(ctx context.Context, op string) error {
 	return nil
 }
 
-// Acquire implements Backend. Fair requests are served as barging ones.
+// mark remembers the request id on name for d.
+func (f *Fake) mark(name, id string, d time.Duration, count int64) {
+	if len(f.retired) >= f.sweepAt {
+		// Markers expire as Redis keys do, or a long test's map would only
+		// grow.
+		for k, m := range f.retired {
+			if !time.Now().Before(m.until) {
+				delete(f.retired, k)
+			}
+		}
+		f.sweepAt = 2*len(f.retired) + 1024
+	}
+	f.retired[retiredKey{name, id}] = retiredMark{until: time.Now().Add(d), count: count}
+}
+
+// marked returns the live marker of id on name.
+func (f *Fake) marked(name, id string) (retiredMark, bool) {
+	k := retiredKey{name, id}
+	m, ok := f.retired[k]
+	if ok && !time.Now().Before(m.until) {
+		delete(f.retired, k)
+		return retiredMark{}, false
+	}
+	return m, ok
+}
+
+// Acquire implements Backend, as acquire.lua does; it refuses a fair
+// request.
 func (f *Fake) Acquire(ctx context.Context, req Request) (Acquisition, error) {
+	if req.Queue > 0 {
+		return Acquisition{}, errFakeFair
+	}
 	if err := f.begin(ctx, "acquire"); err != nil {
 		return Acquisition{}, err
 	}
 	defer f.mu.Unlock()
 	name := req.Name
-	if k, ok := f.get(name); ok {
-		switch {
-		case req.Owner == "" && k.count == 0 && k.token == req.Token:
-			return Acquisition{Acquired: true, Fence: f.fences[name], Count: 1}, nil
-		case req.Owner != "" && k.count > 0 && k.token == req.Owner:
-			k.count++
-			if exp := time.Now().Add(req.TTL); k.expiry.Before(exp) {
-				k.expiry = exp
-			}
-			f.keys[name] = k
-			return Acquisition{Acquired: true, Fence: f.fences[name], Count: k.count}, nil
-		case k.expiry.IsZero():
-			return Acquisition{HolderTTL: -1}, nil
-		}
-		return Acquisition{HolderTTL: time.Until(k.expiry)}, nil
+	if _, ok := f.marked(name, req.Token); ok {
+		return Acquisition{Retired: true, HolderTTL: -1}, nil
 	}
-	if until, ok := f.abandoned[req.Token]; ok && time.Now().Before(until) {
+	k, held := f.get(name)
+	switch {
+	case !held:
+		return f.take(req), nil
+	case req.Owner == "" && k.count == 0 && k.token == req.Token:
+		return Acquisition{Acquired: true, Fence: f.fences[name], Count: 1}, nil
+	case req.Owner != "" && k.count > 0 && k.token == req.Owner:
+		k.count++
+		k.extend(req.TTL)
+		f.keys[name] = k
+		return Acquisition{Acquired: true, Fence: f.fences[name], Count: k.count}, nil
+	case k.expiry.IsZero():
 		return Acquisition{HolderTTL: -1}, nil
 	}
-	if _, ok := f.fences[name]; !ok {
-		f.fences[name] = time.Now().UnixMicro()
+	return Acquisition{HolderTTL: time.Until(k.expiry)}, nil
+}
+
+// take gives the free name to req with the next fence.
+func (f *Fake) take(req Request) Acquisition {
+	if _, ok := f.fences[req.Name]; !ok {
+		f.fences[req.Name] = time.Now().UnixMicro()
 	}
-	f.fences[name]++
+	f.fences[req.Name]++
 	k := fakeKey{token: req.Token, expiry: time.Now().Add(req.TTL)}
 	if req.Owner != "" {
 		k.token, k.count = req.Owner, 1
 	}
-	f.keys[name] = k
-	return Acquisition{Acquired: true, Fence: f.fences[name], Count: 1}, nil
+	f.keys[req.Name] = k
+	return Acquisition{Acquired: true, Fence: f.fences[req.Name], Count: 1}
 }
 
 // Renew implements Backend.
@@ -179,21 +239,19 @@ func (f *Fake) Renew(ctx context.Context, items []Item, errs []error) {
 			errs[i] = ErrNotHeld
 			continue
 		}
-		if exp := time.Now().Add(it.TTL); k.expiry.Before(exp) {
-			k.expiry = exp
-			f.keys[it.Name] = k
-		}
+		k.extend(it.TTL)
+		f.keys[it.Name] = k
 		errs[i] = nil
 	}
 }
 
-// Abandon implements Backend.
+// Abandon implements Backend, as abandon.lua does.
 func (f *Fake) Abandon(ctx context.Context, req Request) error {
 	if err := f.begin(ctx, "abandon"); err != nil {
 		return err
 	}
 	defer f.mu.Unlock()
-	f.abandoned[req.Token] = time.Now().Add(req.TTL)
+	f.mark(req.Name, req.Token, req.TTL, 0)
 	k, ok := f.get(req.Name)
 	if ok && ((req.Owner == "" && k.count == 0 && k.token == req.Token) ||
 		(req.Owner != "" && req.Exclusive && k.count > 0 && k.token == req.Owner)) {
@@ -202,8 +260,12 @@ func (f *Fake) Abandon(ctx context.Context, req Request) error {
 	return nil
 }
 
-// Leave implements Backend; the fake keeps no queue.
+// Leave implements Backend. A barging request is in no queue, so there is
+// nothing to leave; a fair one is refused as in Acquire.
 func (f *Fake) Leave(ctx context.Context, req Request) error {
+	if req.Queue > 0 {
+		return errFakeFair
+	}
 	if err := f.begin(ctx, "leave"); err != nil {
 		return err
 	}
@@ -211,25 +273,30 @@ func (f *Fake) Leave(ctx context.Context, req Request) error {
 	return nil
 }
 
-// Reenter implements Backend.
+// Reenter implements Backend, as reenter.lua does: a copy resent after a
+// lost reply gets the first answer.
 func (f *Fake) Reenter(ctx context.Context, it Item) (int64, error) {
 	if err := f.begin(ctx, "reenter"); err != nil {
 		return 0, err
 	}
 	defer f.mu.Unlock()
+	op := it.op()
+	if m, ok := f.marked(it.Name, op); ok {
+		return m.count, nil
+	}
 	k, ok := f.get(it.Name)
-	if !ok || !k.heldBy(it) {
+	if !ok || k.count == 0 || k.token != it.Token {
 		return 0, ErrNotHeld
 	}
 	k.count++
-	if exp := time.Now().Add(it.TTL); k.expiry.Before(exp) {
-		k.expiry = exp
-	}
+	k.extend(it.TTL)
 	f.keys[it.Name] = k
+	f.mark(it.Name, op, retiredFor, k.count)
 	return k.count, nil
 }
 
-// Release implements Backend.
+// Release implements Backend, as release.lua does: a release is remembered,
+// so a copy resent after a lost reply is answered as the first was.
 func (f *Fake) Release(ctx context.Context, items []Item, errs []error) {
 	if err := f.begin(ctx, "release"); err != nil {
 		fill(errs, err)
@@ -237,17 +304,26 @@ func (f *Fake) Release(ctx context.Context, items []Item, errs []error) {
 	}
 	defer f.mu.Unlock()
 	for i, it := range items {
-		k, ok := f.get(it.Name)
-		if !ok || !k.heldBy(it) {
-			errs[i] = ErrNotHeld
-			continue
-		}
-		if it.Reentrant && it.Count > 0 && k.count > int64(it.Count) {
-			k.count -= int64(it.Count)
-			f.keys[it.Name] = k
-		} else {
-			delete(f.keys, it.Name)
-		}
-		errs[i] = nil
+		errs[i] = f.release(it)
 	}
+}
+
+func (f *Fake) release(it Item) error {
+	op := it.op()
+	if _, ok := f.marked(it.Name, op); ok {
+		return nil
+	}
+	k, ok := f.get(it.Name)
+	if !ok || !k.heldBy(it) {
+		return ErrNotHeld
+	}
+	if it.Reentrant && it.Count > 0 && k.count > int64(it.Count) {
+		k.count -= int64(it.Count)
+		f.keys[it.Name] = k
+		f.mark(it.Name, op, retiredFor, 0)
+		return nil
+	}
+	delete(f.keys, it.Name)
+	f.mark(it.Name, op, retiredFree(it.TTL), 0)
+	return nil
 }

@@ -140,101 +140,142 @@ func (q *Quorum) Acquire(ctx context.Context, req Request) (Acquisition, error) 
 	if req.Owner != "" || req.Queue > 0 {
 		return Acquisition{}, fmt.Errorf("quorum mode: reentrant locks and fair queues: %w", errors.ErrUnsupported)
 	}
-	n, maj := len(q.nodes), q.Majority()
-	res := make([]Acquisition, n)
-	errs := make([]error, n)
-	var acquired, refused, failed []int
-
-	// Whether the attempt was granted is known once Acquire returns; nodes
-	// that answer later wait for it to know what to do.
-	final := make(chan struct{})
-	granted := false
-	defer close(final)
-	cleanUp := func(i int) {
-		if errs[i] == nil && !res[i].Acquired {
-			return
-		}
-		ctx, cancel := context.WithTimeout(q.ctx, q.linger)
-		defer cancel()
-		_ = q.nodes[i].Abandon(ctx, req)
+	a := &quorumAttempt{q: q, req: req, res: make([]Acquisition, len(q.nodes)), errs: make([]error, len(q.nodes)),
+		final: make(chan struct{}),
+		// A node's answer is of use only within the TTL, and the caller's
+		// context may have no deadline at all.
+		limit: min(req.TTL, q.linger)}
+	defer close(a.final)
+	a.ask(ctx)
+	if len(a.acquired) < q.Majority() {
+		a.giveUp()
+		return a.refusal(ctx)
 	}
+	fence, err := a.confirmFence(ctx)
+	if err != nil {
+		a.giveUp()
+		return Acquisition{}, err
+	}
+	a.granted = true
+	return Acquisition{Acquired: true, Fence: fence}, nil
+}
 
-	// A node's answer is of use only within the TTL, and the caller's
-	// context may have no deadline at all.
-	limit := min(req.TTL, q.linger)
-	q.fanout(ctx, q.all(), limit, func(ctx context.Context, i int) {
-		res[i], errs[i] = q.nodes[i].Acquire(ctx, req)
+// quorumAttempt is one Quorum.Acquire: the nodes' answers as they come, and
+// what a node that answers after the call returned must do.
+type quorumAttempt struct {
+	q     *Quorum
+	req   Request
+	limit time.Duration // bounds each node's request
+
+	res                       []Acquisition // by node
+	errs                      []error       // by node
+	acquired, refused, failed []int         // nodes, in the order they answered
+
+	// Whether the attempt was granted is known once Acquire returns
+	// (final is closed); nodes that answer later wait for it to know what
+	// to do.
+	final   chan struct{}
+	granted bool
+}
+
+// ask sends the request to every node and collects answers until a
+// majority acquired or can no longer.
+func (a *quorumAttempt) ask(ctx context.Context) {
+	q := a.q
+	n, maj := len(q.nodes), q.Majority()
+	q.fanout(ctx, q.all(), a.limit, func(ctx context.Context, i int) {
+		a.res[i], a.errs[i] = q.nodes[i].Acquire(ctx, a.req)
 	}, func(i int) bool {
 		switch {
-		case errs[i] != nil:
-			failed = append(failed, i)
-		case res[i].Acquired:
-			acquired = append(acquired, i)
+		case a.errs[i] != nil:
+			a.failed = append(a.failed, i)
+		case a.res[i].Acquired:
+			a.acquired = append(a.acquired, i)
 		default:
-			refused = append(refused, i)
+			a.refused = append(a.refused, i)
 		}
-		return len(acquired) >= maj || len(refused)+len(failed) > n-maj
+		return len(a.acquired) >= maj || len(a.refused)+len(a.failed) > n-maj
 	}, func(i int) {
-		<-final
-		if !granted {
-			cleanUp(i)
+		<-a.final
+		if !a.granted {
+			a.cleanUp(i)
 		}
 	})
+}
 
-	giveUp := func() {
-		for _, i := range append(acquired, failed...) {
-			q.wg.Add(1)
-			go func() {
-				defer q.wg.Done()
-				cleanUp(i)
-			}()
+// cleanUp abandons the request on node i, unless it is known to have
+// refused it.
+func (a *quorumAttempt) cleanUp(i int) {
+	if a.errs[i] == nil && !a.res[i].Acquired {
+		return
+	}
+	ctx, cancel := context.WithTimeout(a.q.ctx, a.q.linger)
+	defer cancel()
+	_ = a.q.nodes[i].Abandon(ctx, a.req)
+}
+
+// giveUp abandons the request, in the background, on every node that took
+// it or may have.
+func (a *quorumAttempt) giveUp() {
+	for _, i := range append(a.acquired, a.failed...) {
+		a.q.wg.Add(1)
+		go func() {
+			defer a.q.wg.Done()
+			a.cleanUp(i)
+		}()
+	}
+}
+
+// refusal is the outcome of an attempt that no majority acquired.
+func (a *quorumAttempt) refusal(ctx context.Context) (Acquisition, error) {
+	if len(a.refused) == 0 {
+		return Acquisition{}, a.q.shortError(ctx, "acquired", len(a.acquired), a.errs, a.failed)
+	}
+	// Held elsewhere (or split between attempts): wait and try again, as
+	// for a held name.
+	wait := time.Duration(-1)
+	for _, i := range a.refused {
+		if t := a.res[i].HolderTTL; t >= 0 && (wait < 0 || t < wait) {
+			wait = t
 		}
 	}
-	if len(acquired) < maj {
-		giveUp()
-		if len(refused) > 0 {
-			// Held elsewhere (or split between attempts): wait and try
-			// again, as for a held name.
-			wait := time.Duration(-1)
-			for _, i := range refused {
-				if t := res[i].HolderTTL; t >= 0 && (wait < 0 || t < wait) {
-					wait = t
-				}
-			}
-			return Acquisition{HolderTTL: wait}, nil
-		}
-		return Acquisition{}, q.shortError(ctx, "acquired", len(acquired), errs, failed)
-	}
+	return Acquisition{HolderTTL: wait}, nil
+}
 
-	fence, ok, need := q.fenceOf(acquired, res)
+// confirmFence returns the attempt's fence, the largest the majority handed
+// out, once a majority hands it out: nodes that gave a smaller one raise
+// their counters to it (raise.lua).
+func (a *quorumAttempt) confirmFence(ctx context.Context) (int64, error) {
+	q := a.q
+	n, maj := len(q.nodes), q.Majority()
+	fence, ok, need := q.fenceOf(a.acquired, a.res)
+	if ok >= maj {
+		return fence, nil
+	}
+	var (
+		raised = make([]error, n)
+		rerrs  []error
+	)
+	q.fanout(ctx, need, a.limit, func(ctx context.Context, i int) {
+		var held int64
+		held, raised[i] = raiseScript.Run(ctx, q.nodes[i].client,
+			[]string{q.nodes[i].layout.Lease(a.req.Name), q.nodes[i].layout.Fence(a.req.Name)}, a.req.Token, fence).Int64()
+		if raised[i] == nil && held != 1 {
+			raised[i] = ErrNotHeld
+		}
+	}, func(i int) bool {
+		if raised[i] == nil {
+			ok++
+		} else {
+			rerrs = append(rerrs, raised[i])
+		}
+		return ok >= maj
+	}, nil)
 	if ok < maj {
-		var (
-			raised = make([]error, n)
-			rerrs  []error
-		)
-		q.fanout(ctx, need, limit, func(ctx context.Context, i int) {
-			var held int64
-			held, raised[i] = raiseScript.Run(ctx, q.nodes[i].client,
-				[]string{q.nodes[i].layout.Lease(req.Name), q.nodes[i].layout.Fence(req.Name)}, req.Token, fence).Int64()
-			if raised[i] == nil && held != 1 {
-				raised[i] = ErrNotHeld
-			}
-		}, func(i int) bool {
-			if raised[i] == nil {
-				ok++
-			} else {
-				rerrs = append(rerrs, raised[i])
-			}
-			return ok >= maj
-		}, nil)
-		if ok < maj {
-			giveUp()
-			return Acquisition{}, fmt.Errorf("quorum: fence %d confirmed by %d of %d nodes, %d needed: %w",
-				fence, ok, n, maj, errors.Join(append(rerrs, context.Cause(ctx))...))
-		}
+		return 0, fmt.Errorf("quorum: fence %d confirmed by %d of %d nodes, %d needed: %w",
+			fence, ok, n, maj, errors.Join(append(rerrs, context.Cause(ctx))...))
 	}
-	granted = true
-	return Acquisition{Acquired: true, Fence: fence}, nil
+	return fence, nil
 }
 
 // fenceOf returns the largest fence among the acquired nodes, how many
