@@ -382,16 +382,5 @@ func TestNoKeyOutlivesTheCandidates(t *testing.T) {
 		t.Fatalf("Run after Close = %v", err)
 	}
 
-	time.Sleep(ttl)
-	deadline := time.Now().Add(ttl + 3*time.Second)
-	for {
-		keys := client.Keys(ctx, "*").Val()
-		if len(keys) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("keys outlive the candidates by more than a TTL (%v): %v", ttl, keys)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	redistest.WaitNoKeys(t, client, ttl)
 }

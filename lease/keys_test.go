@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -13,38 +12,6 @@ import (
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )
-
-// liveKeys returns the keys that have not expired. KEYS skips expired keys
-// that Redis has not yet reclaimed, which DBSIZE would count.
-func liveKeys(ctx context.Context, c redis.UniversalClient) []string {
-	keys, _ := c.Keys(ctx, "*").Result()
-	slices.Sort(keys)
-	return keys
-}
-
-// waitEmpty waits until the database holds no key, and fails naming what
-// is left. Keys may live a TTL after the last holder let go (S6): the wait
-// is bounded generously beyond that, not at it, since a key that is never
-// to expire stays however long one waits.
-func waitEmpty(t *testing.T, c redis.UniversalClient, ttl time.Duration) {
-	t.Helper()
-	ctx := context.Background()
-	time.Sleep(ttl)
-	deadline := time.Now().Add(ttl + 3*time.Second)
-	for {
-		keys := liveKeys(ctx, c)
-		if len(keys) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			if len(keys) > 10 {
-				keys = append(keys[:10], fmt.Sprintf("... %d in all", len(keys)))
-			}
-			t.Fatalf("keys outlive their last holder by more than a TTL (%v): %v", ttl, keys)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
 
 // S6: no key of a name outlives its last holder and waiter by more than a
 // TTL: not the lease, not the fencing counter, not the release markers, not
@@ -122,7 +89,7 @@ func TestNoKeyOutlivesItsNames(t *testing.T) {
 		t.Fatalf("marker of the abandoned acquire: %v", k)
 	}
 
-	waitEmpty(t, c, ttl)
+	redistest.WaitNoKeys(t, c, ttl)
 }
 
 // waitFor polls cond until it holds, failing after within.

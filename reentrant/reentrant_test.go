@@ -384,18 +384,7 @@ func TestNoKeyOutlivesItsLocks(t *testing.T) {
 	if _, err := k.Lock(ctx, "forgotten", lease.WithAutoRenew(false)); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(ttl)
-	deadline := time.Now().Add(ttl + 3*time.Second)
-	for {
-		keys := raw.Keys(ctx, "*").Val()
-		if len(keys) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d keys outlive their owners by more than a TTL (%v), such as %v", len(keys), ttl, keys[:min(len(keys), 6)])
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	redistest.WaitNoKeys(t, raw, ttl)
 }
 
 // The last Unlock that finds the lock taken over reports the loss.
