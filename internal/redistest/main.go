@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
+	"github.com/tenure-go/tenure/internal/leaktest"
 )
 
 // Main runs a package's tests (call it from TestMain) with a redis-server
@@ -24,7 +24,7 @@ func Main(m *testing.M, use func(addr string)) {
 	_ = srv.Stop()
 	if code == 0 {
 		if err := Leaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
+			fmt.Fprintln(os.Stderr, "leaktest:", err)
 			code = 1
 		}
 	}
@@ -32,13 +32,13 @@ func Main(m *testing.M, use func(addr string)) {
 }
 
 // Leaks reports the goroutines still running besides the test's own, as
-// goleak.Find does, but gives them up to 3 seconds to end first: go-redis
+// leaktest.Find does, but gives them up to 3 seconds to end first: go-redis
 // retries a failed dial from a goroutine that sleeps a second between
 // attempts and notices its client was closed only when it wakes.
 func Leaks() error {
 	var err error
 	for range 30 {
-		if err = goleak.Find(); err == nil {
+		if err = leaktest.Find(); err == nil {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)
