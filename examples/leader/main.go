@@ -43,7 +43,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/exampleredis"
+	"github.com/tenure-go/tenure/examples/internal/exampleredis"
 	"github.com/tenure-go/tenure/internal/keys"
 
 	"github.com/tenure-go/tenure/election"

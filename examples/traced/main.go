@@ -56,7 +56,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/tenure-go/tenure/internal/exampleredis"
+	"github.com/tenure-go/tenure/examples/internal/exampleredis"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/tracing"
