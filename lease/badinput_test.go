@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
-	"github.com/tenure-go/tenure/internal/leaktest"
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -27,7 +27,7 @@ import (
 // leakCheck was called is still running. Servers must be started before.
 func leakCheck(t *testing.T) func(ms []*lease.Manager, cs ...*redis.Client) {
 	t.Helper()
-	ignore := leaktest.IgnoreCurrent()
+	ignore := goleak.IgnoreCurrent()
 	return func(ms []*lease.Manager, cs ...*redis.Client) {
 		t.Helper()
 		for _, m := range ms {
@@ -42,7 +42,7 @@ func leakCheck(t *testing.T) func(ms []*lease.Manager, cs ...*redis.Client) {
 		// second between attempts and sees the closed client only then.
 		var err error
 		for range 30 {
-			if err = leaktest.Find(ignore); err == nil {
+			if err = goleak.Find(ignore); err == nil {
 				return
 			}
 			time.Sleep(100 * time.Millisecond)

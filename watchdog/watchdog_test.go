@@ -9,12 +9,12 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/leaktest"
+	"go.uber.org/goleak"
 
 	"github.com/tenure-go/tenure/internal/backend"
 )
 
-func TestMain(m *testing.M) { leaktest.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func drift(ttl time.Duration) time.Duration { return ttl/100 + 2*time.Millisecond }
 

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/leaktest"
+	"go.uber.org/goleak"
 )
 
 // Main runs a package's tests (call it from TestMain) with a redis-server
@@ -24,7 +24,7 @@ func Main(m *testing.M, use func(addr string)) {
 	_ = srv.Stop()
 	if code == 0 {
 		if err := Leaks(); err != nil {
-			fmt.Fprintln(os.Stderr, "leaktest:", err)
+			fmt.Fprintln(os.Stderr, "goleak:", err)
 			code = 1
 		}
 	}
@@ -32,13 +32,13 @@ func Main(m *testing.M, use func(addr string)) {
 }
 
 // Leaks reports the goroutines still running besides the test's own, as
-// leaktest.Find does, but gives them up to 3 seconds to end first: go-redis
+// goleak.Find does, but gives them up to 3 seconds to end first: go-redis
 // retries a failed dial from a goroutine that sleeps a second between
 // attempts and notices its client was closed only when it wakes.
 func Leaks() error {
 	var err error
 	for range 30 {
-		if err = leaktest.Find(); err == nil {
+		if err = goleak.Find(); err == nil {
 			return nil
 		}
 		time.Sleep(100 * time.Millisecond)

@@ -436,7 +436,7 @@ func TestProxyCloseWithOpenConnections(t *testing.T) {
 	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
 		t.Fatal("proxy still accepting after Close")
 	}
-	// leaktest in TestMain checks that no proxy goroutine survived.
+	// goleak in TestMain checks that no proxy goroutine survived.
 }
 
 func TestCluster(t *testing.T) {
