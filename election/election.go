@@ -5,13 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
+	// Imported under another name: keys is this package's set of one
+	// name's keys.
+	layout "github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -136,13 +138,13 @@ type keys struct {
 }
 
 func newKeys(prefix, name string) keys {
-	base := prefix + "{" + name + "}"
+	l := layout.Layout{Prefix: prefix}
 	return keys{
-		lease:    base,
-		fence:    base + ":fence",
-		record:   base + ":leader",
-		changed:  base + ":leader:changed",
-		released: base + ":released",
+		lease:    l.Lease(name),
+		fence:    l.Fence(name),
+		record:   l.Leader(name),
+		changed:  l.LeaderChanged(name),
+		released: l.Channel(name),
 		prefix:   prefix,
 	}
 }
@@ -161,8 +163,8 @@ func New(cfg Config) (*Election, error) {
 	if !utf8.ValidString(cfg.Identity) {
 		return nil, fmt.Errorf("%w: Identity is not valid UTF-8", ErrInvalidConfig)
 	}
-	if strings.ContainsAny(cfg.KeyPrefix, "{}") || !utf8.ValidString(cfg.KeyPrefix) {
-		return nil, fmt.Errorf("%w: KeyPrefix %q contains a brace or is not UTF-8", ErrInvalidConfig, cfg.KeyPrefix)
+	if err := layout.CheckPrefix(cfg.KeyPrefix); err != nil {
+		return nil, fmt.Errorf("%w: KeyPrefix %v", ErrInvalidConfig, err)
 	}
 	if cfg.TTL < 0 || (cfg.TTL > 0 && cfg.TTL < lease.MinTTL) {
 		return nil, fmt.Errorf("%w: TTL %v is below the minimum %v", ErrInvalidConfig, cfg.TTL, lease.MinTTL)
@@ -193,15 +195,8 @@ func New(cfg Config) (*Election, error) {
 // checkName applies lease's rules for names, so that a bad one is an error
 // from New rather than from the first campaign.
 func checkName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty Name", ErrInvalidConfig)
-	case len(name) > lease.MaxNameLen:
-		return fmt.Errorf("%w: Name is %d bytes, over the %d-byte limit", ErrInvalidConfig, len(name), lease.MaxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: Name %q is not valid UTF-8", ErrInvalidConfig, name)
-	case name[0] == '}':
-		return fmt.Errorf("%w: Name %q starts with '}'", ErrInvalidConfig, name)
+	if err := layout.CheckName(name); err != nil {
+		return fmt.Errorf("%w: Name: %v", ErrInvalidConfig, err)
 	}
 	return nil
 }

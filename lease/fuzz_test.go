@@ -4,24 +4,7 @@ import (
 	"errors"
 	"testing"
 	"time"
-	"unicode/utf8"
 )
-
-func FuzzCheckName(f *testing.F) {
-	for _, s := range []string{"job", "", "}x", "a}b", "{x}", "bad\xff", "ünïcode", "x\x00y"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, name string) {
-		err := checkName(name)
-		valid := name != "" && len(name) <= MaxNameLen && utf8.ValidString(name) && name[0] != '}'
-		if valid != (err == nil) {
-			t.Fatalf("checkName(%q) = %v, valid %v", name, err, valid)
-		}
-		if err != nil && !errors.Is(err, ErrInvalidName) {
-			t.Fatalf("checkName(%q) = %v, not ErrInvalidName", name, err)
-		}
-	})
-}
 
 func FuzzOptions(f *testing.F) {
 	f.Add(int64(30e9), int64(0), 0.01, int64(2e6), "tenure:")

@@ -3,11 +3,11 @@ package lease
 import (
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // Limits checked before any round trip.
@@ -15,14 +15,14 @@ const (
 	// MinTTL is the shortest TTL accepted: below it the drift margin and
 	// the scheduler's own latency leave no room for a renewal.
 	MinTTL = 10 * time.Millisecond
-	// MaxNameLen is the longest name accepted, in bytes.
-	MaxNameLen = 1024
+	// MaxNameLen is the longest name accepted, in bytes (1024).
+	MaxNameLen = keys.MaxNameLen
 )
 
 // Defaults.
 const (
 	DefaultTTL         = 30 * time.Second
-	DefaultKeyPrefix   = "tenure:"
+	DefaultKeyPrefix   = keys.DefaultPrefix // "tenure:"
 	DefaultDriftFactor = 0.01
 	DefaultDriftExtra  = 2 * time.Millisecond
 	// DefaultQueueTimeout is how long the fair queue keeps a waiter that
@@ -233,11 +233,8 @@ func (o managerOption) applyManager(c *config) error { return o(c) }
 // hash tag that keeps a name's keys in one slot.
 func WithKeyPrefix(prefix string) Option {
 	return managerOption(func(c *config) error {
-		if strings.ContainsAny(prefix, "{}") {
-			return fmt.Errorf("%w: key prefix %q contains a brace", ErrInvalidOption, prefix)
-		}
-		if !utf8.ValidString(prefix) {
-			return fmt.Errorf("%w: key prefix is not valid UTF-8", ErrInvalidOption)
+		if err := keys.CheckPrefix(prefix); err != nil {
+			return fmt.Errorf("%w: key prefix %v", ErrInvalidOption, err)
 		}
 		c.prefix = prefix
 		return nil
@@ -299,17 +296,8 @@ func WithHooks(h Hooks) Option {
 // checkName rejects names that cannot make a sound key, before any round
 // trip.
 func checkName(name string) error {
-	switch {
-	case name == "":
-		return fmt.Errorf("%w: empty", ErrInvalidName)
-	case len(name) > MaxNameLen:
-		return fmt.Errorf("%w: %d bytes, over the %d-byte limit", ErrInvalidName, len(name), MaxNameLen)
-	case !utf8.ValidString(name):
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidName, name)
-	case name[0] == '}':
-		// The key P{N} would have an empty Cluster hash tag, and the
-		// name's keys would scatter over slots.
-		return fmt.Errorf("%w: %q starts with '}'", ErrInvalidName, name)
+	if err := keys.CheckName(name); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidName, err)
 	}
 	return nil
 }

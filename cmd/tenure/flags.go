@@ -7,10 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 )
-
-func isUTF8(s string) bool { return utf8.ValidString(s) }
 
 // waitFlag is --wait: a duration, or "forever" (the default). 0 means one
 // attempt, no waiting.
@@ -97,13 +94,4 @@ func escapeGlob(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// nameFromKey returns the name whose lock key key is, under prefix.
-func nameFromKey(prefix, key string) (string, bool) {
-	rest, ok := strings.CutPrefix(key, prefix+"{")
-	if !ok || !strings.HasSuffix(rest, "}") || len(rest) < 2 {
-		return "", false
-	}
-	return rest[:len(rest)-1], true
 }

@@ -69,27 +69,6 @@ func FuzzParseRedis(f *testing.F) {
 	})
 }
 
-func FuzzNameFromKey(f *testing.F) {
-	for _, s := range []string{"job", "a}b", "x}:fence", "{", "}", "ünï"} {
-		f.Add("tenure:", s)
-	}
-	f.Add("", "n")
-	f.Fuzz(func(t *testing.T, prefix, name string) {
-		if checkName(name) != nil || checkPrefix(prefix) != nil {
-			return
-		}
-		got, ok := nameFromKey(prefix, leaseKey(prefix, name))
-		if !ok || got != name {
-			t.Fatalf("nameFromKey(%q, key of %q) = %q, %v", prefix, name, got, ok)
-		}
-		for _, suffix := range []string{":fence", ":released", ":leader", ":queue", ":queue:expiry"} {
-			if n, ok := nameFromKey(prefix, leaseKey(prefix, name)+suffix); ok && checkName(n) == nil && leaseKey(prefix, n) != leaseKey(prefix, name)+suffix {
-				t.Fatalf("%q taken for the lock key of %q", leaseKey(prefix, name)+suffix, n)
-			}
-		}
-	})
-}
-
 // TestEscapeGlob: an escaped string holds no unescaped glob character.
 func TestEscapeGlob(t *testing.T) {
 	got := escapeGlob(`a*b?c[d]e\f`)

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // holding is what a name's keys say about it.
@@ -51,15 +52,16 @@ func inspect(ctx context.Context, c *redis.Client, prefix string, names []string
 	}
 	all := make([]cmds, len(names))
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		l := keys.Layout{Prefix: prefix}
 		for i, n := range names {
-			k := leaseKey(prefix, n)
+			k := l.Lease(n)
 			all[i] = cmds{
 				typ:    p.Type(ctx, k),
 				pttl:   p.PTTL(ctx, k),
-				fence:  p.Get(ctx, k+":fence"),
+				fence:  p.Get(ctx, l.Fence(n)),
 				owners: p.HGetAll(ctx, k),
-				queue:  p.ZCard(ctx, k+":queue"),
-				record: p.HMGet(ctx, k+":leader", "identity", "fence"),
+				queue:  p.ZCard(ctx, l.Queue(n)),
+				record: p.HMGet(ctx, l.Leader(n), "identity", "fence"),
 			}
 		}
 		return nil
@@ -174,7 +176,7 @@ never shown. The exit status is 0 whether NAME is held or free.`,
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "name\t%s\n", h.Name)
-			fmt.Fprintf(tw, "key\t%s\n", leaseKey(g.prefix, h.Name))
+			fmt.Fprintf(tw, "key\t%s\n", keys.Layout{Prefix: g.prefix}.Lease(h.Name))
 			fmt.Fprintf(tw, "kind\t%s\n", h.Kind)
 			fmt.Fprintf(tw, "ttl\t%s\n", h.ttl())
 			fmt.Fprintf(tw, "fence\t%d\n", h.Fence)
@@ -252,7 +254,8 @@ Redis; a name taken or released meanwhile may or may not be listed.`,
 
 // scanNames finds the names whose lock keys exist and match pattern, sorted.
 func scanNames(ctx context.Context, c *redis.Client, prefix, pattern string) ([]string, error) {
-	match := escapeGlob(prefix) + "{" + pattern + "}"
+	l := keys.Layout{Prefix: prefix}
+	match := keys.Layout{Prefix: escapeGlob(prefix)}.Lease(pattern)
 	seen := map[string]bool{}
 	var cursor uint64
 	for {
@@ -261,7 +264,7 @@ func scanNames(ctx context.Context, c *redis.Client, prefix, pattern string) ([]
 			return nil, err
 		}
 		for _, k := range keys {
-			if n, ok := nameFromKey(prefix, k); ok {
+			if n, ok := l.NameOf(k); ok {
 				seen[n] = true
 			}
 		}
@@ -318,8 +321,9 @@ kept, so the next holder's fence is still larger than every earlier one.
 				return err
 			}
 			defer client.Close()
-			k := leaseKey(g.prefix, name)
-			res, err := forceRelease.Run(ctx, client, []string{k, k + ":fence"}, k+":released").Slice()
+			l := keys.Layout{Prefix: g.prefix}
+			k := l.Lease(name)
+			res, err := forceRelease.Run(ctx, client, []string{k, l.Fence(name)}, l.Channel(name)).Slice()
 			if err != nil {
 				return fail(exitRedis, "releasing %q: %v", name, err)
 			}

@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -186,26 +187,16 @@ func (g *globals) connect(ctx context.Context) (*redis.Client, error) {
 }
 
 func checkPrefix(p string) error {
-	if strings.ContainsAny(p, "{}") {
-		return fmt.Errorf("--prefix %q contains a brace", p)
+	if err := keys.CheckPrefix(p); err != nil {
+		return fmt.Errorf("--prefix %v", err)
 	}
 	return nil
 }
 
-// leaseKey is the key of name's lock, as package lease lays it out.
-func leaseKey(prefix, name string) string { return prefix + "{" + name + "}" }
-
 // checkName rejects what lease would reject, as a usage error.
 func checkName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty NAME")
-	case len(name) > lease.MaxNameLen:
-		return fmt.Errorf("NAME is %d bytes, over the %d-byte limit", len(name), lease.MaxNameLen)
-	case !isUTF8(name):
-		return fmt.Errorf("NAME %q is not valid UTF-8", name)
-	case name[0] == '}':
-		return fmt.Errorf("NAME %q starts with '}'", name)
+	if err := keys.CheckName(name); err != nil {
+		return fmt.Errorf("invalid NAME: %v", err)
 	}
 	return nil
 }

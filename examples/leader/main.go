@@ -43,7 +43,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/exampleredis"
+	"github.com/tenure-go/tenure/examples/internal/exampleredis"
+	"github.com/tenure-go/tenure/internal/keys"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
@@ -225,10 +226,10 @@ func run(ctx context.Context, out, logOut io.Writer) error {
 	}
 	_ = pause(50 * time.Millisecond) // let the observer report it
 	if suffix != "" {                // a shared server: remove this run's keys
-		base := lease.DefaultKeyPrefix + "{" + name + "}"
+		layout := keys.Layout{Prefix: lease.DefaultKeyPrefix}
 		opts := *opts
 		c := redis.NewClient(&opts)
-		c.Del(context.Background(), base, base+":fence", base+":leader")
+		c.Del(context.Background(), layout.Lease(name), layout.Fence(name), layout.Leader(name))
 		c.Close()
 	}
 	say("clean finish in %v", time.Since(start).Round(10*time.Millisecond))

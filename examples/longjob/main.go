@@ -38,7 +38,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/exampleredis"
+	"github.com/tenure-go/tenure/examples/internal/exampleredis"
+	"github.com/tenure-go/tenure/internal/keys"
 
 	"github.com/tenure-go/tenure/lease"
 )
@@ -79,7 +80,8 @@ func run(ctx context.Context, out, logOut io.Writer) error {
 
 	// Part 1: a long job under a lease that is lost half-way.
 	name := "nightly-report" + suffix
-	key := lease.DefaultKeyPrefix + "{" + name + "}" // the lease's key (docs/design.md section 3)
+	layout := keys.Layout{Prefix: lease.DefaultKeyPrefix} // the keys of a name (docs/design.md section 3)
+	key := layout.Lease(name)
 	l, err := m.Acquire(ctx, name)
 	if err != nil {
 		return err
@@ -129,7 +131,7 @@ func run(ctx context.Context, out, logOut io.Writer) error {
 
 	// Part 2: the normal path. Do acquires, runs the task under the lease and releases.
 	name2 := "weekly-cleanup" + suffix
-	key2 := lease.DefaultKeyPrefix + "{" + name2 + "}"
+	key2 := layout.Lease(name2)
 	say("Do: running a short task under a lease on %q", name2)
 	err = m.Do(ctx, name2, func(ctx context.Context) error {
 		for i := 1; i <= 3; i++ {
@@ -160,7 +162,7 @@ func run(ctx context.Context, out, logOut io.Writer) error {
 	say("manager closed: %s is free and %s holds the other worker's token: nothing of ours is left held", key2, key)
 
 	if suffix != "" { // a shared server: remove this run's keys, fencing counters included
-		client.Del(ctx, key, key+":fence", key2+":fence")
+		client.Del(ctx, key, layout.Fence(name), layout.Fence(name2))
 	}
 	say("clean finish in %v", time.Since(start).Round(10*time.Millisecond))
 	return nil

@@ -50,13 +50,14 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/exampleredis"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tenure-go/tenure/examples/internal/exampleredis"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/tracing"
 )
@@ -130,7 +131,7 @@ func run(ctx context.Context, out, logOut io.Writer) (err error) {
 	}
 	wg.Wait()
 
-	key := lease.DefaultKeyPrefix + "{doomed" + suffix + "}"
+	key := keys.Layout{Prefix: lease.DefaultKeyPrefix}.Lease("doomed" + suffix)
 	takeOver := time.AfterFunc(takeOverAt, func() {
 		if err := client.Set(context.WithoutCancel(ctx), key, "another-worker", 5*time.Second).Err(); err != nil {
 			say("operator: the take-over failed: %v", err)

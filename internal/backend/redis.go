@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 var (
@@ -33,52 +35,14 @@ var (
 	reenterScript = redis.NewScript(reenterSrc)
 )
 
-// Layout maps names to Redis keys (docs/design.md section 3). Every key of one
-// name carries the name as a Cluster hash tag, so each script touches one
-// slot.
-type Layout struct {
-	Prefix string
-}
+// Layout is the key layout, kept in internal/keys with the name rules so
+// that every user of a name's keys spells them alike.
+type Layout = keys.Layout
 
-// Lease is the name's key, P{N}: a lease's token (a string) or a reentrant
-// lock's owner counts (a hash).
-func (l Layout) Lease(name string) string { return l.Prefix + "{" + name + "}" }
+// How long P{N}:retired markers live (their doc is in internal/keys).
+const retiredFor = keys.RetiredFor
 
-// Fence is the key of the name's fencing counter: P{N}:fence.
-func (l Layout) Fence(name string) string { return l.Prefix + "{" + name + "}:fence" }
-
-// Channel is the name's release channel: P{N}:released.
-func (l Layout) Channel(name string) string { return l.Prefix + "{" + name + "}:released" }
-
-// Retired is the short-lived marker of a request that is over: an acquire
-// its sender gave up (acquire.lua refuses it), or a release or re-entry the
-// server applied (a copy resent after a lost reply is answered as the first
-// was, not applied twice): P{N}:retired:<token>.
-func (l Layout) Retired(name, token string) string {
-	return l.Prefix + "{" + name + "}:retired:" + token
-}
-
-// retiredFor is how long a release or re-entry that leaves its owner
-// holding the name is remembered: longer than a client library keeps
-// resending a request whose reply was lost.
-const retiredFor = 10 * time.Second
-
-// retiredFree is how long a release that frees the name is remembered:
-// retiredFor, but no longer than the lease's TTL (when known), so that no
-// key of a name outlives its last holder by more than a TTL. A copy resent
-// later finds nothing of its holder to take.
-func retiredFree(ttl time.Duration) time.Duration {
-	if ttl > 0 && ttl < retiredFor {
-		return ttl
-	}
-	return retiredFor
-}
-
-// Queue is the name's fair queue, P{N}:queue: waiting tokens by arrival.
-func (l Layout) Queue(name string) string { return l.Prefix + "{" + name + "}:queue" }
-
-// QueueExpiry is when each queued token is forgotten, P{N}:queue:expiry.
-func (l Layout) QueueExpiry(name string) string { return l.Prefix + "{" + name + "}:queue:expiry" }
+func retiredFree(ttl time.Duration) time.Duration { return keys.RetiredFree(ttl) }
 
 // Redis is the Backend over one Redis deployment reached through a go-redis
 // UniversalClient (a single server, a Sentinel failover client or a Cluster).

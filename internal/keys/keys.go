@@ -1,0 +1,144 @@
+// Package keys is tenure's Redis key layout and the rules a name and a
+// prefix must follow to make sound keys (docs/design.md section 3). The
+// backend, lease, election, the tenure command and the examples all build
+// their keys here, so that a key is spelled in one place.
+//
+// For a name N and a prefix P, every key and channel starts with P{N}: the
+// braces make N the Redis Cluster hash tag, so all of a name's keys live in
+// one slot and each script touches one slot. That is why the prefix may not
+// hold a brace and a name may not start with '}' (its tag would be empty and
+// its keys would scatter over slots).
+package keys
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+const (
+	// DefaultPrefix is the prefix of every key unless a manager is given
+	// another (lease.DefaultKeyPrefix).
+	DefaultPrefix = "tenure:"
+	// MaxNameLen is the longest name accepted, in bytes (lease.MaxNameLen).
+	MaxNameLen = 1024
+)
+
+// CheckName returns why name cannot make a sound key, or nil. The reason is
+// plain ("empty", `"}x" starts with '}'`): each caller says what was wrong
+// in its own terms (lease.ErrInvalidName, a usage error of the command).
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("empty")
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%d bytes, over the %d-byte limit", len(name), MaxNameLen)
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%q is not valid UTF-8", name)
+	case name[0] == '}':
+		// P{}x... has an empty hash tag: Cluster would hash the whole
+		// key, and the name's keys would scatter over slots.
+		return fmt.Errorf("%q starts with '}'", name)
+	}
+	return nil
+}
+
+// CheckPrefix returns why prefix cannot start keys, or nil: a brace in it
+// would become, or break, the Cluster hash tag that keeps a name's keys in
+// one slot.
+func CheckPrefix(prefix string) error {
+	if strings.ContainsAny(prefix, "{}") {
+		return fmt.Errorf("%q contains a brace", prefix)
+	}
+	if !utf8.ValidString(prefix) {
+		return errors.New("is not valid UTF-8")
+	}
+	return nil
+}
+
+// Layout maps names to the keys and channels under one prefix. Managers,
+// elections and tools that must see each other's names use equal prefixes.
+type Layout struct {
+	Prefix string
+}
+
+func (l Layout) base(name string) string { return l.Prefix + "{" + name + "}" }
+
+// Lease is the name's key, P{N}, whatever kind of lock holds the name: a
+// lease's token (a string), or a reentrant lock's owner counts (a hash). It
+// lives the holder's TTL, renewed by the watchdog, and is deleted by
+// release.
+func (l Layout) Lease(name string) string { return l.base(name) }
+
+// Fence is the name's fencing counter, P{N}:fence (docs/design.md S5). It is
+// given the lease key's TTL whenever that is set or refreshed, so it outlives
+// a release by at most a TTL; fences stay increasing after it expires
+// because each is at least the server's time in microseconds.
+func (l Layout) Fence(name string) string { return l.base(name) + ":fence" }
+
+// Channel is the channel P{N}:released, on which "released" is published
+// when the name becomes free: by release.lua, by abandon.lua and leave.lua
+// when they free it, and by `tenure release --force`. Waiters subscribe to
+// it instead of polling.
+func (l Layout) Channel(name string) string { return l.base(name) + ":released" }
+
+// Retired is P{N}:retired:<id>, the marker of a request that is over, so
+// that a copy of it arriving later is answered as the first was and not
+// applied twice. id is the token of an acquire its sender gave up
+// (abandon.lua; acquire.lua then refuses the acquire, and the marker lives
+// the acquire's TTL), or the id of a release or re-entry the server applied
+// (release.lua, reenter.lua: it lives RetiredFor, or RetiredFree(ttl) after
+// a release that freed the name).
+func (l Layout) Retired(name, id string) string { return l.base(name) + ":retired:" + id }
+
+// Queue is the name's fair queue, P{N}:queue: a sorted set of waiting tokens
+// scored by arrival (server µs). Entries leave when granted, when their
+// waiter gives up (leave.lua) or abandons, or when forgotten (QueueExpiry);
+// the key's TTL is kept at least the longest waiter's patience
+// (lease.DefaultQueueTimeout), so it is gone soon after its last waiter.
+func (l Layout) Queue(name string) string { return l.base(name) + ":queue" }
+
+// QueueExpiry is P{N}:queue:expiry: when each queued token is forgotten
+// (server ms), so that a waiter that died stops blocking the queue. It lives
+// as Queue does.
+func (l Layout) QueueExpiry(name string) string { return l.base(name) + ":queue:expiry" }
+
+// Leader is the election's leader record, P{N}:leader: a hash of identity
+// and fence, written through Lease.Exec so that only the live leader
+// writes it. It lives the leadership TTL, refreshed during the term, and is
+// deleted when the term ends.
+func (l Layout) Leader(name string) string { return l.base(name) + ":leader" }
+
+// LeaderChanged is the channel P{N}:leader:changed, on which a new leader
+// publishes its fence, so that observers need not poll.
+func (l Layout) LeaderChanged(name string) string { return l.base(name) + ":leader:changed" }
+
+// NameOf returns the name whose Lease key is key, and false when key is not
+// a lease key under this prefix. A name may itself contain "}:fence", so
+// NameOf(Fence(n)) can be a valid name: the one whose lease key that is.
+func (l Layout) NameOf(key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, l.Prefix+"{")
+	if !ok || !strings.HasSuffix(rest, "}") || len(rest) < 2 {
+		return "", false
+	}
+	return rest[:len(rest)-1], true
+}
+
+// RetiredFor is how long the marker of a release or re-entry that leaves
+// its owner holding the name lives: longer than a client library keeps
+// resending a request whose reply was lost. Applying a reentrant lock's
+// inner exit twice would free the name under its owner.
+const RetiredFor = 10 * time.Second
+
+// RetiredFree is how long the marker of a release that frees the name
+// lives: RetiredFor, but no longer than the lease's TTL (when known), so
+// that no key of a name outlives its last holder by more than a TTL. A copy
+// resent later finds nothing of its holder to take.
+func RetiredFree(ttl time.Duration) time.Duration {
+	if ttl > 0 && ttl < RetiredFor {
+		return ttl
+	}
+	return RetiredFor
+}
