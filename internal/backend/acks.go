@@ -92,12 +92,10 @@ func (r *Redis) acquireAcked(ctx context.Context, req Request, keys []string, ar
 	if err := script.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		run(true)
 	}
-	vals, err := script.Int64Slice()
-	if err != nil {
+	if err := script.Err(); err != nil {
 		r.reloadOnRedirect(ctx, err)
-		return Acquisition{}, fmt.Errorf("acquire script: %w", err)
 	}
-	res, err := acquisition(vals)
+	res, err := acquisition(script)
 	if err != nil || !res.Acquired {
 		return res, err
 	}

@@ -27,12 +27,12 @@ var (
 	//go:embed scripts/reenter.lua
 	reenterSrc string
 
-	acquireScript = redis.NewScript(acquireSrc)
-	renewScript   = redis.NewScript(renewSrc)
-	releaseScript = redis.NewScript(releaseSrc)
-	abandonScript = redis.NewScript(abandonSrc)
-	leaveScript   = redis.NewScript(leaveSrc)
-	reenterScript = redis.NewScript(reenterSrc)
+	acquireScript = newScript(acquireSrc)
+	renewScript   = newScript(renewSrc)
+	releaseScript = newScript(releaseSrc)
+	abandonScript = newScript(abandonSrc)
+	leaveScript   = newScript(leaveSrc)
+	reenterScript = newScript(reenterSrc)
 )
 
 // Layout is the key layout, kept in internal/keys with the name rules so
@@ -64,20 +64,35 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 // Acquire runs acquire.lua: one round trip once the script is cached.
 func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 	n := req.Name
-	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Retired(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
-	args := []any{req.Token, req.TTL.Milliseconds(), req.Owner, req.Queue.Milliseconds()}
+	keys := r.layout.AcquireKeys(n, req.Token)
+	// A plain lease, the common case, passes two arguments.
+	args := []any{req.Token, req.TTL.Milliseconds()}
+	if req.Owner != "" || req.Queue > 0 {
+		args = append(args, req.Owner, req.Queue.Milliseconds())
+	}
 	if r.acks > 0 {
 		return r.acquireAcked(ctx, req, keys, args)
 	}
-	vals, err := acquireScript.Run(ctx, r.client, keys, args...).Int64Slice()
+	return acquisition(acquireScript.run(ctx, r.client, keys, args...))
+}
+
+// acquisition parses acquire.lua's reply: a lease's fence alone (an
+// integer), or an array.
+func acquisition(cmd *redis.Cmd) (Acquisition, error) {
+	v, err := cmd.Result()
 	if err != nil {
 		return Acquisition{}, fmt.Errorf("acquire script: %w", err)
 	}
-	return acquisition(vals)
-}
-
-// acquisition parses acquire.lua's reply.
-func acquisition(vals []int64) (Acquisition, error) {
+	if f, ok := v.(int64); ok {
+		if f <= 0 {
+			return Acquisition{}, fmt.Errorf("acquire script: unexpected reply %d", f)
+		}
+		return Acquisition{Acquired: true, Fence: f, Count: 1}, nil
+	}
+	vals, err := cmd.Int64Slice()
+	if err != nil {
+		return Acquisition{}, fmt.Errorf("acquire script: %w", err)
+	}
 	switch {
 	case len(vals) == 3 && vals[0] == 1:
 		return Acquisition{Acquired: true, Fence: vals[1], Count: vals[2]}, nil
@@ -155,20 +170,24 @@ func (r *Redis) renewArgs(it Item) ([]string, []any) {
 
 // Release runs release.lua for every item in one pipeline.
 func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
-	r.pipelined(ctx, releaseScript, items, errs, func(it Item) ([]string, []any) {
-		count := ""
-		if it.Reentrant {
-			count = strconv.Itoa(it.Count)
-		}
-		keys := []string{r.layout.Lease(it.Name), r.layout.Retired(it.Name, it.op())}
-		return keys, []any{it.Token, r.layout.Channel(it.Name), count, retiredFor.Milliseconds(), retiredFree(it.TTL).Milliseconds()}
-	})
+	r.pipelined(ctx, releaseScript, items, errs, r.releaseArgs)
+}
+
+// releaseArgs are release.lua's keys and arguments for one item: a lease
+// passes two arguments, which keeps the common release small.
+func (r *Redis) releaseArgs(it Item) ([]string, []any) {
+	keys := r.layout.ReleaseKeys(it.Name, it.op())
+	free := retiredFree(it.TTL).Milliseconds()
+	if !it.Reentrant {
+		return keys, []any{it.Token, free}
+	}
+	return keys, []any{it.Token, free, strconv.Itoa(it.Count), retiredFor.Milliseconds()}
 }
 
 // pipelined sends script once per item with EVALSHA in one pipeline, and
 // once more with EVAL for the items the server answered NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Each script returns 1 (done) or 0 (not held).
-func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Item, errs []error, args func(Item) ([]string, []any)) {
+func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, errs []error, args func(Item) ([]string, []any)) {
 	if len(items) != len(errs) {
 		panic("backend: len(items) != len(errs)")
 	}
@@ -178,7 +197,7 @@ func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Ite
 	if len(items) == 1 {
 		// One command needs no pipeline; Run retries NOSCRIPT with EVAL.
 		keys, argv := args(items[0])
-		errs[0] = scriptResult(script.Run(ctx, r.client, keys, argv...))
+		errs[0] = scriptResult(script.run(ctx, r.client, keys, argv...))
 		return
 	}
 	cmds := make([]*redis.Cmd, len(items))
@@ -191,7 +210,8 @@ func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Ite
 	// every command carries its own, which is what we report.
 	_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range items {
-			cmds[i] = script.EvalSha(ctx, p, keys[i], argv[i]...)
+			cmds[i] = script.command(ctx, false, keys[i], argv[i]...)
+			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
 	})
@@ -204,7 +224,8 @@ func (r *Redis) pipelined(ctx context.Context, script *redis.Script, items []Ite
 	if len(missing) > 0 {
 		_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range missing {
-				cmds[i] = script.Eval(ctx, p, keys[i], argv[i]...)
+				cmds[i] = script.command(ctx, true, keys[i], argv[i]...)
+				_ = p.Process(ctx, cmds[i])
 			}
 			return nil
 		})

@@ -40,6 +40,9 @@ func FuzzScriptReplies(f *testing.F) {
 	f.Fuzz(fuzzBody)
 }
 
+// positiveInt is an integer reply above zero.
+var positiveInt = regexp.MustCompile(`^:[1-9][0-9]*\r\n`)
+
 func fuzzBody(t *testing.T, reply []byte) {
 	{
 		// go-redis allocates whatever an aggregate or bulk header
@@ -67,9 +70,14 @@ func fuzzBody(t *testing.T, reply []byte) {
 		defer cancel()
 		raw := string(reply)
 
+		// Success is a lease's fence alone (a positive integer) or a
+		// three-element array; anything else is not.
 		a, err := be.Acquire(ctx, backend.Request{Name: "n", Token: "tok", TTL: time.Second})
-		if err == nil && a.Acquired && !strings.HasPrefix(raw, "*3\r\n") {
+		if err == nil && a.Acquired && !strings.HasPrefix(raw, "*3\r\n") && !positiveInt.MatchString(raw) {
 			t.Fatalf("acquired on reply %q", raw)
+		}
+		if err == nil && a.Acquired && a.Fence <= 0 {
+			t.Fatalf("acquired with fence %d on reply %q", a.Fence, raw)
 		}
 		_ = backend.MaybeApplied(err)
 

@@ -91,7 +91,7 @@ func (l Layout) Channel(name string) string { return l.base(name) + ":released" 
 // the acquire's TTL), or the id of a release or re-entry the server applied
 // (release.lua, reenter.lua: it lives RetiredFor, or RetiredFree(ttl) after
 // a release that freed the name).
-func (l Layout) Retired(name, id string) string { return l.base(name) + ":retired:" + id }
+func (l Layout) Retired(name, id string) string { return l.base(name) + retired + id }
 
 // Queue is the name's fair queue, P{N}:queue: a sorted set of waiting tokens
 // scored by arrival (server µs). Entries leave when granted, when their
@@ -114,6 +114,57 @@ func (l Layout) Leader(name string) string { return l.base(name) + ":leader" }
 // LeaderChanged is the channel P{N}:leader:changed, on which a new leader
 // publishes its fence, so that observers need not poll.
 func (l Layout) LeaderChanged(name string) string { return l.base(name) + ":leader:changed" }
+
+// AcquireKeys returns acquire.lua's KEYS for a request with token: Lease,
+// Fence, Retired(token), Queue and QueueExpiry. They share one backing
+// string, built in one allocation: an acquire is the hot path.
+func (l Layout) AcquireKeys(name, token string) []string {
+	return l.join(name, token, "", ":fence", retired, ":queue", ":queue:expiry")
+}
+
+// ReleaseKeys returns release.lua's KEYS: Lease and Retired(op), built as
+// AcquireKeys builds its keys.
+func (l Layout) ReleaseKeys(name, op string) []string {
+	return l.join(name, op, "", retired)
+}
+
+// retired is the suffix of Retired's keys, which join follows with the id.
+const retired = ":retired:"
+
+// join returns base(name)+suffix for each suffix, and id after the suffix
+// retired; the strings slice one backing string, so that all of them cost
+// one allocation (and the slice another).
+func (l Layout) join(name, id string, suffixes ...string) []string {
+	base := len(l.Prefix) + len(name) + 2
+	size := func(s string) int {
+		if s == retired {
+			return base + len(s) + len(id)
+		}
+		return base + len(s)
+	}
+	n := 0
+	for _, s := range suffixes {
+		n += size(s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range suffixes {
+		b.WriteString(l.Prefix)
+		b.WriteByte('{')
+		b.WriteString(name)
+		b.WriteByte('}')
+		b.WriteString(s)
+		if s == retired {
+			b.WriteString(id)
+		}
+	}
+	all := b.String()
+	keys := make([]string, len(suffixes))
+	for i, s := range suffixes {
+		keys[i], all = all[:size(s)], all[size(s):]
+	}
+	return keys
+}
 
 // NameOf returns the name whose Lease key is key, and false when key is not
 // a lease key under this prefix. A name may itself contain "}:fence", so

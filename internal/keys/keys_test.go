@@ -1,6 +1,7 @@
 package keys
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -154,4 +155,25 @@ func FuzzNameOf(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The hot path's key builders give exactly the layout's keys, and the
+// release channel is the lock key plus ":released", which release.lua
+// derives from KEYS[1] rather than taking as an argument.
+func TestHotPathKeysMatchTheLayout(t *testing.T) {
+	for _, l := range []Layout{{Prefix: DefaultPrefix}, {Prefix: ""}, {Prefix: "app:"}} {
+		for _, name := range []string{"job", "a}b", "account:42", "é"} {
+			got := l.AcquireKeys(name, "tok")
+			want := []string{l.Lease(name), l.Fence(name), l.Retired(name, "tok"), l.Queue(name), l.QueueExpiry(name)}
+			if !slices.Equal(got, want) {
+				t.Errorf("AcquireKeys(%q) = %q, want %q", name, got, want)
+			}
+			if got, want := l.ReleaseKeys(name, "op"), []string{l.Lease(name), l.Retired(name, "op")}; !slices.Equal(got, want) {
+				t.Errorf("ReleaseKeys(%q) = %q, want %q", name, got, want)
+			}
+			if l.Channel(name) != l.Lease(name)+":released" {
+				t.Errorf("Channel(%q) = %q: release.lua derives it as the lock key + \":released\"", name, l.Channel(name))
+			}
+		}
+	}
 }

@@ -13,12 +13,15 @@
 -- ARGV[1]  the request's random token (a lease's token; for a reentrant lock
 --          it names the request, the owner names the holder)
 -- ARGV[2]  the TTL in milliseconds
--- ARGV[3]  the reentrant lock's owner, or '' for a lease
+-- ARGV[3]  the reentrant lock's owner; absent or '' for a lease
 -- ARGV[4]  fair mode: how long, in milliseconds, the queue keeps this token
---          without another attempt; '0' for a barging acquire, which joins
---          no queue but still waits behind a queue that exists
+--          without another attempt; absent or '0' for a barging acquire,
+--          which joins no queue but still waits behind a queue that exists
 --
--- Returns  {1, fence, count} when the name is now held: a lease by ARGV[1]
+-- Returns  fence, an integer, when the name is now held by a lease with
+--                    token ARGV[1] (also when it was already, as below): the
+--                    common answer, kept small;
+--          {1, fence, count} when the name is now held: a lease by ARGV[1]
 --                    (also when it was already, so a client library that resends
 --                    a request whose reply was lost gets the first answer), or a
 --                    reentrant lock by ARGV[3], entered count times; the fence is
@@ -43,30 +46,39 @@
 -- while the counter lives. So the counter may expire with the lock key, and
 -- does: no key of a name outlives it (S6). Fences stay exact in Lua's
 -- doubles until 2^53 us, in 2255.
-local token, ttl, owner, patience = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])
+local token, ttl = ARGV[1], ARGV[2]
+local owner, patience = ARGV[3] or '', tonumber(ARGV[4] or '0')
 
+-- fence writes the clock and reads the counter it replaces in one SET ...
+-- GET, since the clock is nearly always the larger; on the rare paths (the
+-- counter is ahead, or broken) it writes again, so that nothing is lost.
 local function fence()
-  local counter = redis.pcall('GET', KEYS[2])
-  if type(counter) == 'table' then
-    return counter
-  end
   local now = redis.call('TIME')
   local f = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  if counter then
-    local c = tonumber(counter)
-    if not c or c ~= math.floor(c) then
-      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' is not an integer')
-    end
+  local counter = redis.pcall('SET', KEYS[2], string.format('%.0f', f), 'PX', ttl, 'GET')
+  if type(counter) == 'table' then
+    return counter -- another type: SET ... GET touched nothing
+  end
+  if not counter then
+    return f
+  end
+  local c = tonumber(counter)
+  local broken
+  if not c or c ~= math.floor(c) then
+    broken = 'is not an integer'
+  elseif c >= 9007199254740991 then
     -- Past 2^53 a double no longer holds every integer: c + 1 could
     -- equal c.
-    if c >= 9007199254740991 then
-      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' would overflow')
-    end
-    if c + 1 > f then
-      f = c + 1
-    end
+    broken = 'would overflow'
   end
-  redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ttl)
+  if broken then
+    redis.call('SET', KEYS[2], counter, 'KEEPTTL')
+    return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' ' .. broken)
+  end
+  if c + 1 > f then
+    f = c + 1
+    redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ttl)
+  end
   return f
 end
 
@@ -132,6 +144,9 @@ if head == nil or head == token then
       redis.call('DEL', KEYS[1])
       return f
     end
+    if owner == '' then
+      return f
+    end
     return {1, f, 1}
   end
 end
@@ -139,7 +154,7 @@ end
 -- Not taken. SET NX never fails on another type (it only checks existence),
 -- and GET of another type is an error reply: pcall makes it "not ours".
 if owner == '' and redis.pcall('GET', KEYS[1]) == token then
-  return {1, current_fence(), 1}
+  return current_fence()
 end
 
 local wait = redis.call('PTTL', KEYS[1])

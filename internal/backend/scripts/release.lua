@@ -1,41 +1,44 @@
 -- release.lua: compare-and-delete, and a word to the waiters.
 --
--- KEYS[1]  the lock key, P{N}
+-- KEYS[1]  the lock key, P{N}; the name's release channel is KEYS[1] ..
+--          ':released' (internal/keys: Channel), a channel and not a key
 -- KEYS[2]  this release's marker, P{N}:retired:<op>
 -- ARGV[1]  a lease's token, or a reentrant lock's owner
--- ARGV[2]  the name's release channel, P{N}:released
--- ARGV[3]  '' for a lease; for a reentrant lock, how many entries of the
---          owner to take back, '0' for all of them
--- ARGV[4]  how long to remember a release that leaves the owner holding
---          the name (a reentrant lock's inner exit), in milliseconds
--- ARGV[5]  how long to remember a release that frees the name, in
+-- ARGV[2]  how long to remember a release that frees the name, in
 --          milliseconds: no longer than the lease's TTL, so that no key of a
 --          name outlives its last holder by more than a TTL (S6)
+-- ARGV[3]  absent for a lease; for a reentrant lock, how many entries of
+--          the owner to take back, '0' for all of them
+-- ARGV[4]  for a reentrant lock, how long to remember a release that
+--          leaves the owner holding the name (an inner exit), in ms
 --
 -- Returns  1 when ARGV[1] held the name: a lease is deleted; a reentrant
 --            lock's owner count goes down, and at zero the owner's field goes,
 --            and with the last owner the key. When the name became free a
---            message is published on ARGV[2];
+--            message is published on the release channel;
 --          0 when the name is free or held by another token, owner or kind:
 --            nothing is touched.
 -- A release is remembered: a copy a client library resends after losing the
 -- reply is answered 1 again, and neither reports "not held" for a lease it
--- just released nor takes back a reentrant entry twice. An inner exit must
--- be remembered for as long as resends may come, since applying it twice
--- would free the name under its owner; once the name is free, a late copy
--- finds nothing of its owner to take, so a short memory is safe.
+-- just released nor takes back a reentrant entry twice. A lease's copy
+-- finds the key no longer its own, so the marker is looked up only then;
+-- a reentrant exit's copy would find the owner still holding, so it is
+-- looked up first. An inner exit is remembered for as long as resends may
+-- come, since applying it twice would free the name under its owner; once
+-- the name is free, a late copy finds nothing of its owner to take, so a
+-- short memory is safe.
 -- pcall: GET or HGET on a key of another kind is an error reply, which is
 -- simply "not this holder".
-if redis.call('EXISTS', KEYS[2]) == 1 then
-  return 1
-end
-if ARGV[3] == '' then
+if not ARGV[3] then
   if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
-    return 0
+    return redis.call('EXISTS', KEYS[2])
   end
   redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[5])
-  redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
+  return 1
+end
+if redis.call('EXISTS', KEYS[2]) == 1 then
   return 1
 end
 local count = redis.pcall('HGET', KEYS[1], ARGV[1])
@@ -49,8 +52,8 @@ if n > 0 and tonumber(count) > n then
   return 1
 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[5])
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('PUBLISH', ARGV[2], 'released')
+  redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
 end
 return 1
