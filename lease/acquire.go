@@ -18,13 +18,20 @@ func (m *Manager) acquireConfig(name string, opts []AcquireOption) (acquireConfi
 		return acquireConfig{}, err
 	}
 	a := m.cfg.acquireConfig
-	for _, o := range opts {
-		if o == nil {
-			return acquireConfig{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+	if len(opts) > 0 {
+		// Options get a copy of their own: taking a's address for them
+		// would move it to the heap for every acquire, options or not.
+		p := new(acquireConfig)
+		*p = a
+		for _, o := range opts {
+			if o == nil {
+				return acquireConfig{}, fmt.Errorf("%w: nil option", ErrInvalidOption)
+			}
+			if err := o.applyAcquire(p); err != nil {
+				return acquireConfig{}, err
+			}
 		}
-		if err := o.applyAcquire(&a); err != nil {
-			return acquireConfig{}, err
-		}
+		a = *p
 	}
 	if err := m.cfg.check(&a); err != nil {
 		return acquireConfig{}, err
@@ -53,7 +60,18 @@ func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOptio
 
 // acquire is Acquire (wait) or TryAcquire, reported to the hooks; with an
 // owner, of a reentrant lock.
-func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool) (l *Lease, err error) {
+func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool) (*Lease, error) {
+	h := m.cfg.hooks
+	if h.AcquireStart == nil && h.AcquireDone == nil {
+		var attempts int
+		return m.acquireCounted(ctx, name, opts, wait, owner, exclusive, &attempts)
+	}
+	return m.acquireHooked(ctx, name, opts, wait, owner, exclusive)
+}
+
+// acquireHooked is acquire reported to the hooks. Apart from acquire, so
+// that a manager without hooks pays for no closure.
+func (m *Manager) acquireHooked(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool) (l *Lease, err error) {
 	h := m.cfg.hooks
 	if h.AcquireStart != nil {
 		ctx = h.AcquireStart(ctx, name)
@@ -65,6 +83,11 @@ func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption
 			h.AcquireDone(ctx, AcquireInfo{Name: name, Lease: l, Attempts: attempts, Waited: time.Since(start), Err: err})
 		}()
 	}
+	return m.acquireCounted(ctx, name, opts, wait, owner, exclusive, &attempts)
+}
+
+// acquireCounted makes the attempts of one acquisition, counting them.
+func (m *Manager) acquireCounted(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool, attempts *int) (*Lease, error) {
 	a, err := m.acquireConfig(name, opts)
 	if err != nil {
 		return nil, err
@@ -75,9 +98,9 @@ func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption
 	}
 	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive}
 	if !wait {
-		return m.tryOnce(ctx, req, a, &attempts)
+		return m.tryOnce(ctx, req, a, attempts)
 	}
-	return m.waitFor(ctx, req, a, &attempts)
+	return m.waitFor(ctx, req, a, attempts)
 }
 
 // tryOnce is TryAcquire's single attempt.
@@ -101,6 +124,12 @@ func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireCon
 func (m *Manager) waitFor(ctx context.Context, req backend.Request, a acquireConfig, attempts *int) (*Lease, error) {
 	w := m.newWait(req, a, attempts)
 	defer w.end()
+	return w.run(ctx)
+}
+
+// run is waitFor's loop, on a wait that lives on waitFor's stack: the
+// uncontended acquire allocates none of it.
+func (w *wait) run(ctx context.Context) (*Lease, error) {
 	if err := w.behindOthers(ctx); err != nil {
 		return nil, err
 	}
@@ -137,14 +166,23 @@ type wait struct {
 	held   bool // the last attempt found the name held
 }
 
-func (m *Manager) newWait(req backend.Request, a acquireConfig, attempts *int) *wait {
+func (m *Manager) newWait(req backend.Request, a acquireConfig, attempts *int) wait {
 	if a.fair {
 		// One token for the whole wait: it is the waiter's place in the
 		// queue.
 		req.Token = newToken()
 		req.Queue = a.queue
 	}
-	return &wait{m: m, a: a, req: req, channel: m.layout.Channel(req.Name), attempts: attempts}
+	return wait{m: m, a: a, req: req, attempts: attempts}
+}
+
+// ch is the name's release channel, which only a wait that registers with
+// the notifier needs.
+func (w *wait) ch() string {
+	if w.channel == "" {
+		w.channel = w.m.layout.Channel(w.req.Name)
+	}
+	return w.channel
 }
 
 // end cleans up after the wait, however it ended: the notifier forgets the
@@ -162,7 +200,7 @@ func (w *wait) end() {
 
 func (w *wait) unregister() {
 	if w.waiter != nil {
-		w.m.notify.unregister(w.channel, w.waiter)
+		w.m.notify.unregister(w.ch(), w.waiter)
 		w.waiter = nil
 	}
 }
@@ -173,10 +211,10 @@ func (w *wait) unregister() {
 // taking it back before they hear of it).
 func (w *wait) behindOthers(ctx context.Context) error {
 	m := w.m
-	if w.a.fair || m.notify == nil || !m.notify.waiting(w.channel) {
+	if w.a.fair || m.notify == nil || !m.notify.anyBarging() || !m.notify.waiting(w.ch()) {
 		return nil
 	}
-	if w.waiter, _ = m.notify.register(w.channel, false, 0); w.waiter == nil {
+	if w.waiter, _ = m.notify.register(w.ch(), false, 0); w.waiter == nil {
 		return nil
 	}
 	select {
@@ -258,7 +296,7 @@ func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 	}
 	if w.waiter == nil && m.notify != nil {
 		var armed bool
-		if w.waiter, armed = m.notify.register(w.channel, a.fair, res.Arrival); armed {
+		if w.waiter, armed = m.notify.register(w.ch(), a.fair, res.Arrival); armed {
 			// We listen now, but a release since our attempt went unheard:
 			// look again at once.
 			return nil
@@ -340,6 +378,21 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 // answer (or the answer is unknown), the request is taken back in the
 // background (S7): it may have been executed, or may yet be.
 func (m *Manager) send(ctx context.Context, req backend.Request) (backend.Acquisition, error) {
+	if m.direct(ctx) {
+		// The common case costs no closure: the client ends the round
+		// trip when ctx ends, so nobody is left behind to clean up.
+		res, err := m.be.Acquire(ctx, req)
+		if err == nil {
+			return res, nil
+		}
+		return backend.Acquisition{}, m.failedSend(ctx, req, err, false)
+	}
+	return m.sendDetached(ctx, req)
+}
+
+// sendDetached is send on a client that does not end a round trip when its
+// context ends (see detach).
+func (m *Manager) sendDetached(ctx context.Context, req backend.Request) (backend.Acquisition, error) {
 	var res backend.Acquisition
 	err, left := m.detach(ctx, func(ctx context.Context) (err error) {
 		res, err = m.be.Acquire(ctx, req)
@@ -353,18 +406,24 @@ func (m *Manager) send(ctx context.Context, req backend.Request) (backend.Acquis
 			m.cleanUp("abandoning an unanswered acquire", req.Name, m.abandonOp(req))
 		}
 	})
-	switch {
-	case err == nil:
+	if err == nil {
 		return res, nil
-	case !left && backend.MaybeApplied(err):
-		m.abandonLater(req)
 	}
 	// res is not ours to read: a round trip the caller left may still be
 	// writing it.
-	if ctx.Err() != nil {
-		return backend.Acquisition{}, notAcquired(req.Name, false, false, errors.Join(ctxError(ctx), err))
+	return backend.Acquisition{}, m.failedSend(ctx, req, err, left)
+}
+
+// failedSend is send's error, after taking back an attempt the server may
+// have applied (S7) unless the caller left and its late answer does that.
+func (m *Manager) failedSend(ctx context.Context, req backend.Request, err error, left bool) error {
+	if !left && backend.MaybeApplied(err) {
+		m.abandonLater(req)
 	}
-	return backend.Acquisition{}, fmt.Errorf("lease: acquire %q: %w", req.Name, err)
+	if ctx.Err() != nil {
+		return notAcquired(req.Name, false, false, errors.Join(ctxError(ctx), err))
+	}
+	return fmt.Errorf("lease: acquire %q: %w", req.Name, err)
 }
 
 // hold makes the lease of a successful request and puts it under the
@@ -376,7 +435,8 @@ func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig
 		l.fence = breakFence(req.Name, l.fence)
 	}
 	l.acquired = time.Now()
-	l.ctx, l.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), leaseKey{}, l))
+	l.values = values{parent: ctx, l: l}
+	l.ctx, l.cancel = context.WithCancelCause(&l.values)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.closed {

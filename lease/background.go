@@ -88,11 +88,23 @@ func (m *Manager) abandonOp(req backend.Request) func(ctx context.Context) error
 
 // releaseOp releases a lease nobody will use.
 func (m *Manager) releaseOp(item backend.Item) func(ctx context.Context) error {
-	return func(ctx context.Context) error {
-		errs := make([]error, 1)
-		m.be.Release(ctx, []backend.Item{item}, errs)
-		return errs[0]
+	return func(ctx context.Context) error { return m.releaseNow(ctx, item) }
+}
+
+// releaseNow releases one item.
+func (m *Manager) releaseNow(ctx context.Context, item backend.Item) error {
+	errs := make([]error, 1)
+	m.be.Release(ctx, []backend.Item{item}, errs)
+	return errs[0]
+}
+
+// releaseItem releases item for a caller bounded by ctx (see detach),
+// with no closure in the common case.
+func (m *Manager) releaseItem(ctx context.Context, item backend.Item) (err error, left bool) {
+	if m.direct(ctx) {
+		return m.releaseNow(ctx, item), false
 	}
+	return m.detach(ctx, m.releaseOp(item), nil)
 }
 
 // releaseLater releases, in the background, a lease nobody will use. The

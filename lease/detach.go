@@ -34,7 +34,7 @@ func ctxBound(client redis.UniversalClient) bool {
 // gave up waiting for should still happen. It is bounded instead by the op
 // timeout from the moment the caller left.
 func (m *Manager) detach(ctx context.Context, op func(context.Context) error, late func(error)) (err error, left bool) {
-	if m.ctxBound || ctx.Done() == nil || !m.bg.enter() {
+	if m.direct(ctx) || !m.bg.enter() {
 		return op(ctx), false
 	}
 	var (
@@ -74,3 +74,7 @@ func (m *Manager) detach(ctx context.Context, op func(context.Context) error, la
 		return context.Cause(ctx), true
 	}
 }
+
+// direct reports whether a round trip under ctx may simply run: the client
+// ends it when ctx ends, or ctx never ends.
+func (m *Manager) direct(ctx context.Context) bool { return m.ctxBound || ctx.Done() == nil }

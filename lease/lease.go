@@ -27,6 +27,7 @@ type Lease struct {
 	acquired         time.Time // when the acquire's reply came
 	ctx              context.Context
 	cancel           context.CancelCauseFunc
+	values           values // ctx's parent
 
 	mu     sync.Mutex
 	depth  int   // a reentrant lock's entries through this lease
@@ -35,6 +36,27 @@ type Lease struct {
 }
 
 type leaseKey struct{}
+
+// values is a lease context's parent: the values of the context given to
+// Acquire (trace spans) and the lease itself (FromContext), without that
+// context's cancellation. It is context.WithValue over
+// context.WithoutCancel in one value that lives inside the Lease, so an
+// acquire allocates neither.
+type values struct {
+	parent context.Context
+	l      *Lease
+}
+
+func (values) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (values) Done() <-chan struct{}       { return nil }
+func (values) Err() error                  { return nil }
+
+func (v *values) Value(key any) any {
+	if key == (leaseKey{}) {
+		return v.l
+	}
+	return v.parent.Value(key)
+}
 
 // FromContext returns the lease whose context ctx is, or derives from: the
 // way for work run by Manager.Do to learn its fencing token.
@@ -215,11 +237,11 @@ func (l *Lease) release(ctx context.Context) error {
 	}
 	if !l.end(ErrReleased) {
 		if l.lostTo(watchdog.ErrExpired) {
-			_, _ = l.m.detach(ctx, l.m.releaseOp(l.item()), nil)
+			_, _ = l.m.releaseItem(ctx, l.item())
 		}
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	}
-	err, left := l.m.detach(ctx, l.m.releaseOp(l.item()), nil)
+	err, left := l.m.releaseItem(ctx, l.item())
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
 		// The lease was believed held until now, but the server had let

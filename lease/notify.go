@@ -133,14 +133,15 @@ func (n *notifier) poke() {
 	}
 }
 
+// anyBarging reports whether this manager has barging waiters at all: the
+// common answer, no, takes no lock that every acquire would share.
+func (n *notifier) anyBarging() bool { return n.barging.Load() > 0 }
+
 // waiting reports whether barging waiters of this manager wait for
 // channel: an acquire that starts now waits its turn behind them rather
 // than barging in (above all, a holder that released and asks again at
 // once, before its release message has woken them).
 func (n *notifier) waiting(channel string) bool {
-	if n.barging.Load() == 0 {
-		return false // the common case, and no lock every acquire shares
-	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if s := n.chans[channel]; s != nil {

@@ -65,7 +65,7 @@ func (l *Lease) exit(ctx context.Context) error {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(err))
 	}
 	item := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Count: 1, Op: newToken()}
-	err, _ := l.m.detach(ctx, l.m.releaseOp(item), nil)
+	err, _ := l.m.releaseItem(ctx, item)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
 		l.takenOver()
