@@ -105,7 +105,10 @@ func (s *Server) enableAOF() error {
 	})
 }
 
-// relaunchLocked is Restart's body for a server already killed.
+// relaunchLocked starts a server that was killed again on its port. The
+// port was ours a moment ago, but a client's ephemeral port (or a new
+// server elsewhere) may occupy it briefly: it keeps trying the same port,
+// since changing it would break everyone holding the address.
 func (s *Server) relaunchLocked() error {
 	deadline := time.Now().Add(StartTimeout)
 	for {

@@ -369,17 +369,7 @@ func (s *Server) Restart() error {
 	if err := s.killLocked(); err != nil {
 		return err
 	}
-	// The port was ours a moment ago, but a client's ephemeral port (or a
-	// new server elsewhere) may occupy it briefly: keep trying the same
-	// port, since changing it would break everyone holding the address.
-	deadline := time.Now().Add(StartTimeout)
-	for {
-		err := s.launch()
-		if err == nil || !errors.Is(err, errPortInUse) || time.Now().After(deadline) {
-			return err
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return s.relaunchLocked()
 }
 
 // Stop kills the server if it is running and removes its directory. It is
