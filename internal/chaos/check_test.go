@@ -403,3 +403,21 @@ func TestCheckStarvedRunnerExcusesOnlyWhatFallsInIt(t *testing.T) {
 		t.Fatalf("overlap inside a starvation window: overlaps %q, starved %q", r.Overlaps, r.StarvedOverlap)
 	}
 }
+
+// A fence (at least the server's clock when it granted the name) older than
+// the holder's call to Acquire is reported as an anachronism, and nothing
+// else is.
+func TestCheckReportsFencesOlderThanTheirCall(t *testing.T) {
+	base := time.Date(2026, 11, 23, 2, 20, 47, 0, time.UTC)
+	h := History{Sections: []Section{
+		{ID: 1, Name: "a", Holder: "h1", Fence: base.UnixMicro(), Called: base.Add(-time.Millisecond), Start: base.Add(time.Millisecond), End: base.Add(10 * time.Millisecond), Ended: EndReleased},
+		{ID: 2, Name: "a", Holder: "h2", Fence: base.Add(20 * time.Millisecond).UnixMicro(), Called: base.Add(790 * time.Millisecond), Start: base.Add(800 * time.Millisecond), End: base.Add(900 * time.Millisecond), Ended: EndReleased},
+	}}
+	r := Check(h)
+	if len(r.Anachronisms) != 1 || !strings.Contains(r.Anachronisms[0], "section 2") {
+		t.Fatalf("anachronisms %q, want section 2's alone", r.Anachronisms)
+	}
+	if r.Violations() != 0 {
+		t.Fatalf("an anachronism counted as a violation: %d", r.Violations())
+	}
+}
