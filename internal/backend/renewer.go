@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"sync"
 
 	"github.com/tenure-go/tenure/watchdog"
 )
@@ -14,14 +15,24 @@ func Renewer(be Backend) watchdog.Renewer[Item] { return renewer{be} }
 
 type renewer struct{ be Backend }
 
+// itemBufs holds the item slices of batches: a batch of up to 1000 renewals
+// would otherwise allocate its copy on every round of the watchdog's loop.
+// Several workers renew at once, hence a pool rather than one buffer.
+var itemBufs = sync.Pool{New: func() any { return new([]Item) }}
+
 // Renew implements watchdog.Renewer: one Backend.Renew for the batch.
 func (r renewer) Renew(ctx context.Context, batch []watchdog.Renewal[Item], errs []error) {
-	items := make([]Item, len(batch))
-	for i, b := range batch {
-		items[i] = b.Item
-		items[i].TTL = b.TTL
+	buf := itemBufs.Get().(*[]Item)
+	items := (*buf)[:0]
+	for _, b := range batch {
+		it := b.Item
+		it.TTL = b.TTL
+		items = append(items, it)
 	}
 	r.be.Renew(ctx, items, errs)
+	clear(items) // the pool keeps no lease's strings alive
+	*buf = items[:0]
+	itemBufs.Put(buf)
 	for i, err := range errs {
 		if errors.Is(err, ErrNotHeld) {
 			errs[i] = watchdog.ErrNotHeld
