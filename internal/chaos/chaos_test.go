@@ -81,6 +81,7 @@ type run struct {
 	names   []string
 	faults  map[string]bool
 	obs     *observer
+	tracer  *tracer
 
 	// For promote: a replica of srv, fed through link, which a black hole
 	// makes lag before it is promoted.
@@ -123,7 +124,7 @@ func TestChaos(t *testing.T) {
 func runChaos(t *testing.T, cfg config) outcome {
 	t.Logf("chaos: seed %d, duration %v, ttl %v, lossy restarts %.2f, %d managers x %d workers on %d names, faults %s; rerun with -chaos.seed=%d",
 		cfg.seed, cfg.duration, cfg.ttl, cfg.lossy, cfg.managers, cfg.workers, cfg.nams, cfg.faults, cfg.seed)
-	r := &run{t: t, cfg: cfg, ttl: cfg.ttl, store: NewStore(), faults: map[string]bool{}}
+	r := &run{t: t, cfg: cfg, ttl: cfg.ttl, store: NewStore(), faults: map[string]bool{}, tracer: newTracer()}
 	for _, k := range strings.Split(cfg.faults, ",") {
 		k = strings.TrimSpace(k)
 		if k != "" && !slices.Contains(strings.Split(allFaults, ","), k) {
@@ -167,6 +168,7 @@ func runChaos(t *testing.T, cfg config) outcome {
 			opts.WriteTimeout = 2 * r.ttl
 		}
 		c := redis.NewClient(opts)
+		c.AddHook(r.tracer.hook(i))
 		t.Cleanup(func() { _ = c.Close() })
 		m, err := lease.New(c, lease.WithTTL(r.ttl), lease.WithLogger(quiet), lease.WithOpTimeout(r.ttl/2))
 		if err != nil {
@@ -241,6 +243,27 @@ func runChaos(t *testing.T, cfg config) outcome {
 	st.Add("tokens seen by the observer", "%d", len(h.Sightings))
 	var b strings.Builder
 	rep.Print(&b, &st)
+	fmt.Fprintf(&b, "acquire replies older than their request (client-side): %d\n", len(r.tracer.early))
+	for _, e := range r.tracer.early {
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	if len(rep.Suspects) > 0 {
+		seen := map[string]Sighting{}
+		for _, g := range h.Sightings {
+			seen[g.Token] = g
+		}
+		byID := map[int]Section{}
+		for _, s := range h.Sections {
+			byID[s.ID] = s
+		}
+		fmt.Fprintf(&b, "traces of the sections in violations (the first 40):\n")
+		for _, id := range rep.Suspects[:min(40, len(rep.Suspects))] {
+			s := byID[id]
+			fmt.Fprintf(&b, "section %d %s %s: called %s, start %s, end %s (%s), deadline %s, fence %d\n",
+				s.ID, s.Name, s.Holder, stamp(s.Called), stamp(s.Start), stamp(s.End), s.Ended, stamp(s.Deadline), s.Fence)
+			r.tracer.trace(&b, s.Token, h.Faults, seen)
+		}
+	}
 	r.firstErrs.Range(func(k, v any) bool {
 		fmt.Fprintf(&b, "error seen %d times: %s\n", v.(*atomic.Int64).Load(), k)
 		return true
@@ -465,6 +488,7 @@ func (r *run) attachStandby() error {
 // new standby.
 func (r *run) promote(rng *rand.Rand) error {
 	r.link.BlackHole(true)
+	cut := time.Now()
 	sleepCtx(r.ctx, r.between(rng, 0.5, 2))
 	start := time.Now()
 	old, promoted := r.srv, r.standby
@@ -479,7 +503,8 @@ func (r *run) promote(rng *rand.Rand) error {
 		p.ResetConnections()
 	}
 	r.obs.retarget(promoted.Addr())
-	r.rec.Fault(Fault{Kind: "lagging replica promoted", Start: start, End: time.Now(), LosesData: true})
+	r.rec.Fault(Fault{Kind: "lagging replica promoted", Start: start, End: time.Now(), LosesData: true,
+		Detail: "replica cut off at " + stamp(cut)})
 
 	_ = r.link.Close()
 	r.srv, r.standby = promoted, old
@@ -506,22 +531,23 @@ func (r *run) clientFaults(rng *rand.Rand) {
 		if r.ctx.Err() != nil {
 			return
 		}
-		p := r.proxies[rng.IntN(len(r.proxies))]
+		pi := rng.IntN(len(r.proxies))
+		p, detail := r.proxies[pi], fmt.Sprintf("client %d", pi)
 		start := time.Now()
 		switch kinds[rng.IntN(len(kinds))] {
 		case "latency":
 			p.SetLatency(time.Millisecond + r.between(rng, 0, 0.4))
 			sleepCtx(r.ctx, r.between(rng, 0.5, 3))
 			p.SetLatency(0)
-			r.rec.Fault(Fault{Kind: "client latency", Start: start, End: time.Now()})
+			r.rec.Fault(Fault{Kind: "client latency", Start: start, End: time.Now(), Detail: detail})
 		case "blackhole":
 			p.BlackHole(true)
 			sleepCtx(r.ctx, r.between(rng, 0.3, 2.5))
 			p.BlackHole(false)
-			r.rec.Fault(Fault{Kind: "client black hole", Start: start, End: time.Now()})
+			r.rec.Fault(Fault{Kind: "client black hole", Start: start, End: time.Now(), Detail: detail})
 		case "reset":
 			p.ResetConnections()
-			r.rec.Fault(Fault{Kind: "client connections reset", Start: start, End: time.Now()})
+			r.rec.Fault(Fault{Kind: "client connections reset", Start: start, End: time.Now(), Detail: detail})
 		case "gcstall":
 			r.stallsPending.Add(1) // the next holder to take it records it
 		}

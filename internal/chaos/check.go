@@ -66,6 +66,17 @@ type Report struct {
 	// but what explains a lease whose local deadline outruns the server's
 	// expiry; the 30-minute run that found such leases is why it is counted.
 	Anachronisms []string
+	// Suspects are the IDs of the sections in violations, in order, each
+	// once: a run prints what it knows of them.
+	Suspects []int
+}
+
+func (r *Report) suspect(ids ...int) {
+	for _, id := range ids {
+		if !slices.Contains(r.Suspects, id) {
+			r.Suspects = append(r.Suspects, id)
+		}
+	}
 }
 
 // anachronismSlack absorbs the difference between the runner's and the
@@ -175,6 +186,7 @@ func Check(h History) *Report {
 					r.StarvedOverlap = append(r.StarvedOverlap, msg)
 				default:
 					r.Overlaps = append(r.Overlaps, msg)
+					r.suspect(a.ID, b.ID)
 				}
 			}
 		}
@@ -210,6 +222,7 @@ func Check(h History) *Report {
 				r.ExpectedOutlive = append(r.ExpectedOutlive, msg)
 			} else {
 				r.OutlivedServer = append(r.OutlivedServer, msg)
+				r.suspect(s.ID)
 			}
 			continue
 		}
@@ -239,6 +252,7 @@ func Check(h History) *Report {
 			r.StarvedOutlive = append(r.StarvedOutlive, msg)
 		default:
 			r.OutlivedServer = append(r.OutlivedServer, msg)
+			r.suspect(s.ID)
 		}
 	}
 
@@ -375,6 +389,9 @@ func faultsAround(faults []Fault, from, to time.Time) string {
 	for _, f := range faults {
 		if !f.Start.After(to) && !f.End.Before(from) {
 			fmt.Fprintf(&b, "; during %s %s..%s", f.Kind, stamp(f.Start), stamp(f.End))
+			if f.Detail != "" {
+				fmt.Fprintf(&b, " (%s)", f.Detail)
+			}
 		}
 	}
 	return b.String()

@@ -111,6 +111,9 @@ type Fault struct {
 	// lease context could not be cancelled in time whatever the library
 	// did. S1 holds only while the holder's clock and scheduler behave.
 	Starved bool
+	// Detail says where, for diagnostics: which client's proxy, or when a
+	// lagging replica stopped receiving.
+	Detail string
 }
 
 // A Sighting is what the observer saw of one token on the server: it was
