@@ -243,6 +243,21 @@ func runChaos(t *testing.T, cfg config) outcome {
 	st.Add("tokens seen by the observer", "%d", len(h.Sightings))
 	var b strings.Builder
 	rep.Print(&b, &st)
+	r.obs.mu.Lock()
+	fmt.Fprintf(&b, "observer polls answered by a replica: %d\n", r.obs.replicaReads)
+	for _, e := range r.obs.replicaAt {
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	r.obs.mu.Unlock()
+	fmt.Fprintf(&b, "commands a replica refused (READONLY), the first 20:\n")
+	for _, e := range r.tracer.readonly {
+		fmt.Fprintf(&b, "  %s\n", e)
+	}
+	for _, f := range h.Faults {
+		if f.Kind == "lagging replica promoted" && len(r.tracer.readonly) > 0 {
+			fmt.Fprintf(&b, "  promoted %s..%s (%s)\n", stamp(f.Start), stamp(f.End), f.Detail)
+		}
+	}
 	fmt.Fprintf(&b, "acquire replies older than their request (client-side): %d\n", len(r.tracer.early))
 	for _, e := range r.tracer.early {
 		fmt.Fprintf(&b, "  %s\n", e)
@@ -782,6 +797,9 @@ type observer struct {
 	current map[string]string // name -> token in the key at the last poll
 	polls   int64
 	failed  int64
+	// Polls a replica answered (ROLE not master), with the first ones.
+	replicaReads int64
+	replicaAt    []string
 }
 
 func newObserver(srv *redistest.Server, names []string) *observer {
@@ -819,8 +837,10 @@ func (o *observer) run(ctx context.Context) {
 		var (
 			mget *redis.SliceCmd
 			exps []*redis.Cmd
+			role *redis.Cmd
 		)
 		_, err := o.client.TxPipelined(pctx, func(p redis.Pipeliner) error {
+			role = p.Do(pctx, "ROLE")
 			mget = p.MGet(pctx, o.keys...)
 			exps = exps[:0]
 			for _, k := range o.keys {
@@ -833,6 +853,20 @@ func (o *observer) run(ctx context.Context) {
 		var vals []any
 		if err == nil {
 			vals, err = mget.Result()
+		}
+		if err == nil {
+			// A replica's view lags the primary's: it would show an
+			// expiry the primary has since renewed. Such a poll is not
+			// a sighting.
+			if r, _ := role.Slice(); len(r) == 0 || r[0] != "master" {
+				o.mu.Lock()
+				o.replicaReads++
+				if len(o.replicaAt) < 20 {
+					o.replicaAt = append(o.replicaAt, fmt.Sprintf("%s %v (observer's address %s)", stamp(sent), r, *o.addr.Load()))
+				}
+				o.mu.Unlock()
+				err = errors.New("answered by a replica")
+			}
 		}
 		if err != nil {
 			o.mu.Lock()

@@ -421,3 +421,30 @@ func TestCheckReportsFencesOlderThanTheirCall(t *testing.T) {
 		t.Fatalf("an anachronism counted as a violation: %d", r.Violations())
 	}
 }
+
+// An expiry read before a gap in the observer's polls may have been renewed
+// unseen: a section that ended after it but before the observer looked again
+// is unknown, not a violation; one that ended after that look is one.
+func TestCheckObserverGap(t *testing.T) {
+	h := cleanHistory()
+	// Section 2 (lost at 250): the observer read expiry 200 at 150, then
+	// looked again only at 300 and found the key gone.
+	h.Sightings[0] = Sighting{Name: "a", Token: "tokc", LastSeen: ms(150), ExpiresAt: ms(200), GoneBy: ms(300)}
+	r := Check(h)
+	if r.Violations() != 0 || len(r.BlindOutlive) != 1 || !strings.Contains(r.BlindOutlive[0], "section 2") {
+		t.Fatalf("violations %d, blind %q", r.Violations(), r.BlindOutlive)
+	}
+	// The same gap, but the section outlived the observer's next look too.
+	h.Sections[1].End = ms(320)
+	h.Sections[2].Start = ms(330)
+	r = Check(h)
+	if len(r.OutlivedServer) != 1 || len(r.BlindOutlive) != 0 {
+		t.Fatalf("outlived %q, blind %q", r.OutlivedServer, r.BlindOutlive)
+	}
+	// No gap: the expiry read is the server's, and 250 > 200 is a violation.
+	h = cleanHistory()
+	h.Sightings[0] = Sighting{Name: "a", Token: "tokc", LastSeen: ms(195), ExpiresAt: ms(200), GoneBy: ms(205)}
+	if r := Check(h); len(r.OutlivedServer) != 1 {
+		t.Fatalf("outlived %q", r.OutlivedServer)
+	}
+}

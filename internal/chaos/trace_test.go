@@ -22,6 +22,9 @@ type tracer struct {
 	mu     sync.Mutex
 	events map[string][]traceEvent // token -> commands
 	early  []string                // acquire replies older than their request
+	// Commands a replica refused (READONLY): a client reached a server
+	// that is not the primary.
+	readonly []string
 }
 
 type traceEvent struct {
@@ -108,6 +111,9 @@ func (tr *tracer) note(client int, sent, done time.Time, cmd redis.Cmder) {
 	what := fmt.Sprintf("%s %s", cmd.Name(), strings.Join(keys, " "))
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
+	if strings.Contains(reply, "READONLY") && len(tr.readonly) < 20 {
+		tr.readonly = append(tr.readonly, fmt.Sprintf("client %d %s..%s %s -> %s", client, stamp(sent), stamp(done), what, reply))
+	}
 	for _, t := range tokens {
 		tr.events[t] = append(tr.events[t], traceEvent{client: client, sent: sent, done: done, what: what, reply: reply})
 	}
