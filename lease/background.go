@@ -93,9 +93,7 @@ func (m *Manager) releaseOp(item backend.Item) func(ctx context.Context) error {
 
 // releaseNow releases one item.
 func (m *Manager) releaseNow(ctx context.Context, item backend.Item) error {
-	errs := make([]error, 1)
-	m.be.Release(ctx, []backend.Item{item}, errs)
-	return errs[0]
+	return backend.ReleaseOne(ctx, m.be, item)
 }
 
 // releaseItem releases item for a caller bounded by ctx (see detach),

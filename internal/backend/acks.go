@@ -148,9 +148,9 @@ func (r *Redis) renewOn(ctx context.Context, c redis.Cmdable, items []Item, idx 
 			for _, k := range which {
 				keys, argv := r.renewArgs(items[idx[k]])
 				if eval {
-					cmds[k] = renewScript.Eval(ctx, p, keys, argv...)
+					cmds[k] = renewScript.Eval(ctx, p, keys, argv.slice()...)
 				} else {
-					cmds[k] = renewScript.EvalSha(ctx, p, keys, argv...)
+					cmds[k] = renewScript.EvalSha(ctx, p, keys, argv.slice()...)
 				}
 			}
 			wait = p.Do(ctx, "WAIT", r.acks, r.ackTimeout.Milliseconds())

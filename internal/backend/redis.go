@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -54,6 +55,9 @@ type Redis struct {
 	// are followed by WAIT acks ackTimeout in the same pipeline.
 	acks       int
 	ackTimeout time.Duration
+
+	// The TTL and the release marker's lifetime, boxed (msArg).
+	ttlArg, freeArg atomic.Pointer[msBox]
 }
 
 // NewRedis returns a Redis backend storing keys under prefix.
@@ -63,17 +67,22 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 
 // Acquire runs acquire.lua: one round trip once the script is cached.
 func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
-	n := req.Name
-	keys := r.layout.AcquireKeys(n, req.Token)
+	keys := r.layout.AcquireKeys(req.Name, req.Token)
+	ttl := msArg(&r.ttlArg, req.TTL)
 	// A plain lease, the common case, passes two arguments.
-	args := []any{req.Token, req.TTL.Milliseconds()}
-	if req.Owner != "" || req.Queue > 0 {
-		args = append(args, req.Owner, req.Queue.Milliseconds())
-	}
+	full := req.Owner != "" || req.Queue > 0
 	if r.acks > 0 {
+		args := []any{req.Token, ttl}
+		if full {
+			args = append(args, req.Owner, req.Queue.Milliseconds())
+		}
 		return r.acquireAcked(ctx, req, keys, args)
 	}
-	return acquisition(acquireScript.run(ctx, r.client, keys, args...))
+	a := append(acquireScript.call(keys, 4), req.Token, ttl)
+	if full {
+		a = append(a, req.Owner, req.Queue.Milliseconds())
+	}
+	return acquisition(acquireScript.send(ctx, r.client, a))
 }
 
 // acquisition parses acquire.lua's reply: a lease's fence alone (an
@@ -160,12 +169,12 @@ func (r *Redis) Renew(ctx context.Context, items []Item, errs []error) {
 }
 
 // renewArgs are renew.lua's keys and arguments for one item.
-func (r *Redis) renewArgs(it Item) ([]string, []any) {
+func (r *Redis) renewArgs(it Item) ([]string, scriptArgs) {
 	kind := ""
 	if it.Reentrant {
 		kind = "h"
 	}
-	return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name)}, []any{it.Token, it.TTL.Milliseconds(), kind}
+	return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name)}, argsOf(it.Token, msArg(&r.ttlArg, it.TTL), kind)
 }
 
 // Release runs release.lua for every item in one pipeline.
@@ -173,21 +182,28 @@ func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
 	r.pipelined(ctx, releaseScript, items, errs, r.releaseArgs)
 }
 
+// ReleaseOne is Release of one item, without the slices (see ReleaseOne).
+func (r *Redis) ReleaseOne(ctx context.Context, it Item) error {
+	keys, args := r.releaseArgs(it)
+	a := append(releaseScript.call(keys, args.n), args.slice()...)
+	return scriptResult(releaseScript.send(ctx, r.client, a))
+}
+
 // releaseArgs are release.lua's keys and arguments for one item: a lease
 // passes two arguments, which keeps the common release small.
-func (r *Redis) releaseArgs(it Item) ([]string, []any) {
+func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 	keys := r.layout.ReleaseKeys(it.Name, it.op())
-	free := retiredFree(it.TTL).Milliseconds()
+	free := msArg(&r.freeArg, retiredFree(it.TTL))
 	if !it.Reentrant {
-		return keys, []any{it.Token, free}
+		return keys, argsOf(it.Token, free)
 	}
-	return keys, []any{it.Token, free, strconv.Itoa(it.Count), retiredFor.Milliseconds()}
+	return keys, argsOf(it.Token, free, strconv.Itoa(it.Count), retiredFor.Milliseconds())
 }
 
 // pipelined sends script once per item with EVALSHA in one pipeline, and
 // once more with EVAL for the items the server answered NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Each script returns 1 (done) or 0 (not held).
-func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, errs []error, args func(Item) ([]string, []any)) {
+func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, errs []error, args func(Item) ([]string, scriptArgs)) {
 	if len(items) != len(errs) {
 		panic("backend: len(items) != len(errs)")
 	}
@@ -197,12 +213,12 @@ func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, err
 	if len(items) == 1 {
 		// One command needs no pipeline; Run retries NOSCRIPT with EVAL.
 		keys, argv := args(items[0])
-		errs[0] = scriptResult(script.run(ctx, r.client, keys, argv...))
+		errs[0] = scriptResult(script.send(ctx, r.client, append(script.call(keys, argv.n), argv.slice()...)))
 		return
 	}
 	cmds := make([]*redis.Cmd, len(items))
 	keys := make([][]string, len(items))
-	argv := make([][]any, len(items))
+	argv := make([]scriptArgs, len(items))
 	for i, it := range items {
 		keys[i], argv[i] = args(it)
 	}
@@ -210,7 +226,7 @@ func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, err
 	// every command carries its own, which is what we report.
 	_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i := range items {
-			cmds[i] = script.command(ctx, false, keys[i], argv[i]...)
+			cmds[i] = script.command(ctx, false, keys[i], argv[i].slice()...)
 			_ = p.Process(ctx, cmds[i])
 		}
 		return nil
@@ -224,7 +240,7 @@ func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, err
 	if len(missing) > 0 {
 		_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, i := range missing {
-				cmds[i] = script.command(ctx, true, keys[i], argv[i]...)
+				cmds[i] = script.command(ctx, true, keys[i], argv[i].slice()...)
 				_ = p.Process(ctx, cmds[i])
 			}
 			return nil

@@ -85,8 +85,13 @@ func (tr *tracer) note(client int, sent, done time.Time, cmd redis.Cmder) {
 	var tokens []string
 	var keys []string
 	for _, a := range args {
-		s, ok := a.(string)
-		if !ok {
+		var s string
+		switch v := a.(type) {
+		case string:
+			s = v
+		case *string:
+			s = *v
+		default:
 			continue
 		}
 		if isToken(s) {
