@@ -43,6 +43,8 @@ type runConfig struct {
 	contendDur time.Duration
 	lossTTLs   []lossCase
 	holds      []holdCase
+	million    millionCase
+	floorDur   time.Duration
 	verbose    bool
 }
 
@@ -60,7 +62,8 @@ func configFor(mode string) runConfig {
 			holds: []holdCase{
 				{1_000, 3 * time.Second, time.Second, 3 * time.Second},
 				{10_000, 3 * time.Second, time.Second, 3 * time.Second},
-			}}
+			},
+			million: millionCase{20_000, 10 * time.Second}, floorDur: 300 * time.Millisecond}
 	case "medium":
 		return runConfig{mode: mode, runs: 3, cycleDur: time.Second, contendDur: 2 * time.Second,
 			lossTTLs: []lossCase{{300 * time.Millisecond, 40}, {time.Second, 15}},
@@ -70,7 +73,8 @@ func configFor(mode string) runConfig {
 				{100_000, 30 * time.Second, 10 * time.Second, 30 * time.Second},
 				{10_000, 3 * time.Second, time.Second, 5 * time.Second},
 				{100_000, 3 * time.Second, time.Second, 5 * time.Second},
-			}}
+			},
+			million: millionCase{200_000, 40 * time.Second}, floorDur: time.Second}
 	default:
 		return runConfig{mode: "full", runs: 5, cycleDur: 2 * time.Second, contendDur: 3 * time.Second,
 			lossTTLs: []lossCase{{300 * time.Millisecond, 100}, {time.Second, 30}},
@@ -81,7 +85,8 @@ func configFor(mode string) runConfig {
 				{1_000, 3 * time.Second, time.Second, 5 * time.Second},
 				{10_000, 3 * time.Second, time.Second, 5 * time.Second},
 				{100_000, 3 * time.Second, time.Second, 5 * time.Second},
-			}}
+			},
+			million: millionCase{1_000_000, 2 * time.Minute}, floorDur: 3 * time.Second}
 	}
 }
 
@@ -97,6 +102,8 @@ type results struct {
 	Contended []contendedResult
 	Hold      []holdResult
 	Loss      []lossResult
+	Million   []millionResult
+	Floor     []floorResult
 	Impls     map[string]string
 	Elapsed   time.Duration
 	LoadStart string // /proc/loadavg when the run began and ended: other work on the machine
@@ -201,6 +208,26 @@ func run(cfg runConfig, outDir, only string) error {
 			}
 		}
 	}
+	if want("million") {
+		cfg.logf("scenario 5: a million leases")
+		if res.Million, err = runMillion(ctx, cfg, srv); err != nil {
+			return err
+		}
+		for _, m := range res.Million {
+			if m.Error != "" {
+				res.Failures = append(res.Failures, fmt.Sprintf("scenario 5: stopped at %d of %d leases: %s", m.Leases, m.Target, m.Error))
+			}
+			if m.Lost > 0 {
+				res.Failures = append(res.Failures, fmt.Sprintf("scenario 5: tenure lost %d of %d leases", m.Lost, m.Leases))
+			}
+		}
+	}
+	if want("floor") {
+		cfg.logf("scenario 6: where the floor is")
+		if res.Floor, err = runFloor(ctx, cfg); err != nil {
+			return err
+		}
+	}
 	if only != allScenarios {
 		mergePrevious(res, filepath.Join(outDir, "results.json"), want)
 	}
@@ -269,7 +296,7 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-const allScenarios = "cycle,contended,hold,loss"
+const allScenarios = "cycle,contended,hold,loss,million,floor"
 
 // mergePrevious fills the scenarios this run skipped from an earlier
 // results.json, keeping the date each was taken.
@@ -299,6 +326,10 @@ func mergePrevious(res *results, file string, ran func(string) bool) {
 				res.Hold = prev.Hold
 			case "loss":
 				res.Loss = prev.Loss
+			case "million":
+				res.Million = prev.Million
+			case "floor":
+				res.Floor = prev.Floor
 			}
 		}
 		res.Dates[s] = when

@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // writePlots writes one PNG per scenario that ran.
@@ -62,6 +64,11 @@ func writePlots(r *results, dir string) error {
 	}
 	if len(r.Loss) > 0 {
 		if err := lossPlot(r, filepath.Join(dir, "loss.png")); err != nil {
+			return err
+		}
+	}
+	if len(r.Million) > 0 && len(r.Million[0].Series) > 0 {
+		if err := millionPlot(r.Million[0], filepath.Join(dir, "million.png")); err != nil {
 			return err
 		}
 	}
@@ -177,4 +184,84 @@ func lossPlot(r *results, file string) error {
 	p.Y.Min = min(p.Y.Min, -1)
 	p.Legend.Top = true
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
+}
+
+// millionPlot stacks panels sharing the time axis: renewals/s against the
+// schedule, heap in use, and, only if any were lost, leases lost.
+func millionPlot(m millionResult, file string) error {
+	series := func(f func(millionSample) float64) plotter.XYs {
+		xys := make(plotter.XYs, len(m.Series))
+		for i, s := range m.Series {
+			xys[i] = plotter.XY{X: s.T, Y: f(s)}
+		}
+		return xys
+	}
+	end := m.Series[len(m.Series)-1].T
+	panel := func(title, ylabel string, xys plotter.XYs, i int) (*plot.Plot, []plot.Thumbnailer, error) {
+		p := plot.New()
+		p.Title.Text = title
+		p.Y.Label.Text = ylabel
+		p.X.Label.Text = "seconds since the window began"
+		p.X.Min, p.X.Max = 0, end
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		pts.Shape = plotutil.Shape(i)
+		p.Add(l, pts)
+		p.Y.Min = 0
+		return p, []plot.Thumbnailer{l, pts}, nil
+	}
+	lost := m.Series[len(m.Series)-1].Lost
+	title := fmt.Sprintf("%d leases, TTL %v renewed every %v: renewals/s per 2s", m.Leases, m.TTL, m.Interval)
+	if lost > 0 {
+		title += fmt.Sprintf(" — LOST %d", lost)
+	}
+	ren, observed, err := panel(title, "renewals/s", series(func(s millionSample) float64 { return s.RenewSec }), 0)
+	if err != nil {
+		return err
+	}
+	want := float64(m.Leases) / m.Interval.Seconds()
+	sched, err := plotter.NewLine(plotter.XYs{{X: 0, Y: want}, {X: end, Y: want}})
+	if err != nil {
+		return err
+	}
+	sched.Color = color.Black
+	sched.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+	ren.Add(sched)
+	ren.Legend.Add("observed", observed...)
+	ren.Legend.Add(fmt.Sprintf("schedule: %.0f/s", want), sched)
+	ren.Legend.Top = true
+	ren.Y.Max = max(ren.Y.Max, want) * 1.25
+	heap, _, err := panel("Go heap in use (HeapAlloc, no forced GC)", "MB", series(func(s millionSample) float64 { return s.HeapMB }), 1)
+	if err != nil {
+		return err
+	}
+	rows := [][]*plot.Plot{{ren}, {heap}}
+	if lost > 0 {
+		lp, _, err := panel("Leases lost so far", "leases", series(func(s millionSample) float64 { return float64(s.Lost) }), 2)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, []*plot.Plot{lp})
+	}
+	c, err := draw.NewFormattedCanvas(8*vg.Inch, vg.Length(3*len(rows))*vg.Inch, "png")
+	if err != nil {
+		return err
+	}
+	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
+	canvases := plot.Align(rows, tiles, draw.New(c))
+	for i, row := range rows {
+		row[0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }

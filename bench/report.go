@@ -54,6 +54,12 @@ func markdown(r *results) string {
 	if len(r.Loss) > 0 {
 		lossSection(&b, r)
 	}
+	if len(r.Million) > 0 {
+		millionSection(&b, r)
+	}
+	if len(r.Floor) > 0 {
+		floorSection(&b, r)
+	}
 	return b.String()
 }
 
@@ -260,4 +266,140 @@ func lossSection(b *strings.Builder, r *results) {
 		p("| %v | %d | %s | %s | %s | %s | %d | %v |\n", l.TTL, l.Trials, dur(l.Drift), dur(l.Min), dur(l.Median), dur(l.Max), l.Negative, l.Causes)
 	}
 	p("\n![loss](loss.png)\n")
+}
+
+// millionTarget is the process's budget a lease.
+const millionTarget = 600
+
+func millionSection(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("\n## 5. Million leases\n\n")
+	p("One process, one `lease.Manager`, acquires N leases with TryAcquire from 64 goroutines (TTL 30s, renewed every 10s: N/10 renewals a second) and holds them for the window. ")
+	p("Memory = heap + goroutine stacks added per lease after GC, once all are held and again at the end of the window; the harness's own per-lease arrays are allocated before the baseline, so it is what the library keeps (the name string included). ")
+	p("Goroutines added are counted once 1%% of the leases are held and once all are. Lateness and lost are read as in scenario 3, every 2s; ")
+	p("client CPU includes that pass over all leases (mean time shown). Redis memory = INFO memory `used_memory` after acquiring all − after FLUSHALL.\n\n")
+	for _, m := range r.Million {
+		if m.Error != "" || m.Lost > 0 {
+			p("**FAILED:** held %d of %d leases", m.Leases, m.Target)
+			if m.Lost > 0 {
+				p(", **lost %d**", m.Lost)
+			}
+			if m.Error != "" {
+				p("; what ran out first: `%s`", m.Error)
+			}
+			p("\n\n")
+		}
+	}
+	p("| leases held / asked | window | acquire all | goroutines added (1%% → all) | bytes/lease held | bytes/lease at end | renewals/s (schedule) | worst lateness | lost | client CPU s/s | sampling pass | round trips/s | commands/s | release all (Close) |\n")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Million {
+		late := dur(m.Lateness)
+		if m.Renewals == 0 {
+			late = "– (no renewal)"
+		}
+		p("| %d / %d | %v | %.1fs | %d → %d | %.0f | %.0f | %.0f (%.0f) | %s | %d | %.3f | %.0fms | %.0f | %.0f | %.1fs |\n",
+			m.Leases, m.Target, m.Window.Round(time.Second), m.AcquireSec, m.GoroutinesEarly, m.Goroutines, m.BytesHeld, m.BytesEnd,
+			m.RenewSec, float64(m.Leases)/m.Interval.Seconds(), late, m.Lost, m.CPUSec, m.SampleMs, m.TripsSec, m.CmdsSec, m.CloseSec)
+	}
+	p("\nThe Redis side, same run:\n\n| leases | used_memory added | per lease | Redis CPU s/s | Redis CPU per renewal |\n|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Million {
+		perRenewal := "–"
+		if m.RenewSec > 0 {
+			perRenewal = fmt.Sprintf("%.1fµs", m.RedisCPU/m.RenewSec*1e6)
+		}
+		p("| %d | %.0f MB | %.0f B | %.3f | %s |\n", m.Leases, float64(m.RedisMem)/1e6, m.RedisMemLease, m.RedisCPU, perRenewal)
+	}
+	p("\nTarget: at most %d bytes a lease in the process, zero lost, goroutines constant in N.\n\n", millionTarget)
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	for _, m := range r.Million {
+		p("- %d of %d leases acquired: %s; bytes/lease %.0f held, %.0f at end: %s; lost %d: %s; goroutines %d at 1%%, %d at all: %s\n",
+			m.Leases, m.Target, met(m.Leases == m.Target && m.Error == ""),
+			m.BytesHeld, m.BytesEnd, met(max(m.BytesHeld, m.BytesEnd) <= millionTarget),
+			m.Lost, met(m.Lost == 0), m.GoroutinesEarly, m.Goroutines, met(m.GoroutinesEarly == m.Goroutines))
+	}
+	p("\n![million](million.png)\n")
+}
+
+// floorMedian is the median over runs of one floor variant.
+type floorMedian struct {
+	variant                   int
+	name, note                string
+	runs                      int
+	redisUs, evalshaUs, inner float64
+	clientUs, cpuUs           float64
+	cmds                      []floorCmd
+}
+
+func floorMedians(r *results) []floorMedian {
+	var out []floorMedian
+	vs := group(r.Floor, func(f floorResult) int { return f.Variant })
+	slices.Sort(vs)
+	for _, v := range vs {
+		rs := filter(r.Floor, func(f floorResult) bool { return f.Variant == v })
+		fm := floorMedian{
+			variant: v, name: rs[0].Name, note: rs[0].Note, runs: len(rs),
+			redisUs:   medianOf(rs, func(f floorResult) float64 { return f.RedisUs }),
+			evalshaUs: medianOf(rs, func(f floorResult) float64 { return f.EvalshaUs }),
+			inner:     medianOf(rs, func(f floorResult) float64 { return f.InnerCalls }),
+			clientUs:  medianOf(rs, func(f floorResult) float64 { return f.ClientUs }),
+			cpuUs:     medianOf(rs, func(f floorResult) float64 { return f.CPUUs }),
+		}
+		var all []floorCmd
+		for _, f := range rs {
+			all = append(all, f.Commands...)
+		}
+		for _, name := range group(all, func(c floorCmd) string { return c.Name }) {
+			cs := filter(all, func(c floorCmd) bool { return c.Name == name })
+			fm.cmds = append(fm.cmds, floorCmd{
+				Name: name, Inner: cs[0].Inner,
+				Calls:     medianOf(cs, func(c floorCmd) float64 { return c.Calls }),
+				UsecCall:  medianOf(cs, func(c floorCmd) float64 { return c.UsecCall }),
+				UsecCycle: medianOf(cs, func(c floorCmd) float64 { return c.UsecCycle }),
+			})
+		}
+		out = append(out, fm)
+	}
+	return out
+}
+
+func floorSection(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	ms := floorMedians(r)
+	p("\n## 6. Where the floor is\n\n")
+	p("Acquire + release of a fresh name in a loop, one goroutine, one client, on a Redis server of its own, emptied (FLUSHALL) and its statistics reset (CONFIG RESETSTAT) before each variant; ")
+	p("each variant runs for a fixed time, the variants in a rotating order; medians over %d run(s). Each variant adds one step of tenure's acquire.lua to the one above; the scripts of 2–4 are the bench's own, 5 and 6 run the library's. ", ms[0].runs)
+	p("Redis µs/cycle is what INFO commandstats times for the commands the client sent (usec ÷ cycles): a script's usec includes the commands it calls, which commandstats also lists (as inner calls) and which are not added again. ")
+	p("commandstats times execution only; Redis CPU/cycle (INFO cpu) adds reading, parsing and replying, and expiring the fence keys and release markers left behind, and is noisier. ")
+	p("Client µs/cycle is wall time per cycle, round trips included.\n\n")
+	p("| # | variant | Redis µs/cycle | EVALSHA µs/call | inner calls/cycle | client µs/cycle | Redis µs vs 1 | client µs vs 1 | Redis CPU/cycle (INFO cpu) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	base := ms[0]
+	for _, m := range ms {
+		p("| %d | %s | %.2f | %.2f | %.1f | %.1f | %+.2f | %+.1f | %.1fµs |\n", m.variant, m.name, m.redisUs, m.evalshaUs, m.inner, m.clientUs, m.redisUs-base.redisUs, m.clientUs-base.clientUs, m.cpuUs)
+	}
+	p("\nEvery command per cycle (medians), as commandstats shows it; \"script\" means called from inside a script, whose time is part of the EVALSHA's:\n\n")
+	p("| # | command | sent by | calls/cycle | µs/call | µs/cycle |\n|---:|---|---|---:|---:|---:|\n")
+	for _, m := range ms {
+		for _, c := range m.cmds {
+			by := "client"
+			if c.Inner {
+				by = "script"
+			}
+			p("| %d | %s | %s | %.2f | %.2f | %.2f |\n", m.variant, strings.ToUpper(c.Name), by, c.Calls, c.UsecCall, c.UsecCycle)
+		}
+	}
+	p("\nVariants:\n\n")
+	for _, m := range ms {
+		p("%d. %s: %s\n", m.variant, m.name, m.note)
+	}
+	for _, f := range r.Floor {
+		if len(f.Mixed) > 0 {
+			p("\n**Caution:** variant %d sent %v itself and also called it from a script; commandstats cannot split their time, so its Redis µs/cycle counts those script calls twice.\n", f.Variant, f.Mixed)
+			break
+		}
+	}
 }

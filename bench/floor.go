@@ -1,0 +1,406 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Scenario 6: where the floor of an uncontended acquire+release cycle is,
+// by Redis's own accounting (INFO commandstats), from a plain SET NX up to
+// tenure, one step at a time.
+
+// floorTTL is the TTL of every variant, as in scenario 1.
+const floorTTL = 10 * time.Second
+
+// The bench's own scripts. Each adds one step of tenure's acquire.lua
+// (internal/backend/scripts) to the one before; none is the library's.
+const (
+	// floorSetScript is SET NX PX inside a script: what running a script
+	// costs over sending the command.
+	floorSetScript = `return redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])`
+
+	// floorFenceScript takes the name and computes the fence as acquire.lua
+	// does on its common path: max(counter + 1, server time in µs), the
+	// clock written and the old counter read by one SET ... GET. KEYS
+	// lease, fence.
+	floorFenceScript = `
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+local now = redis.call('TIME')
+local f = tonumber(now[1]) * 1000000 + tonumber(now[2])
+local c = tonumber(redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[2], 'GET'))
+if c and c + 1 > f then
+  f = c + 1
+  redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[2])
+end
+return f`
+
+	// floorExistsScript is acquire.lua's common path: one EXISTS of the
+	// request's abandon marker and the fair queue (a single call, as
+	// acquire.lua makes it) before the SET. KEYS lease, fence, marker,
+	// queue.
+	floorExistsScript = `
+if redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
+  return -1
+end` + floorFenceScript
+)
+
+type floorCmd struct {
+	Name      string
+	Inner     bool    // called from inside a script, not sent by the client
+	Calls     float64 // per cycle
+	UsecCall  float64
+	UsecCycle float64
+}
+
+type floorResult struct {
+	Variant  int
+	Name     string
+	Note     string
+	Run      int
+	Cycles   int64
+	Seconds  float64
+	ClientUs float64 // wall time per cycle, one goroutine, µs
+	// RedisUs is the usec commandstats gives the commands the client sent,
+	// per cycle. A script's usec includes its inner calls (which
+	// commandstats also counts on their own), so they are not added again.
+	RedisUs    float64
+	CPUUs      float64 // server CPU per cycle (INFO cpu): adds reading, parsing, replying and expiry
+	EvalshaUs  float64 // EVALSHA usec per call (an average when a cycle sends two scripts)
+	InnerCalls float64 // commands called from scripts, per cycle
+	Commands   []floorCmd
+	Errors     int64
+	// Mixed names commands both sent by the client and called by a script,
+	// whose script calls RedisUs then counts twice; the variants avoid it.
+	Mixed []string `json:",omitempty"`
+}
+
+// A floorVariant builds the cycle it measures on c: acquire name, then
+// release it; done undoes the setup.
+type floorVariant struct {
+	Name, Note string
+	new        func(c *redis.Client) (cycle func(ctx context.Context, name string) error, done func() error, err error)
+}
+
+var (
+	errFloorNotTaken = errors.New("a fresh name was not taken")
+	errFloorNotHeld  = errors.New("the release found the name not held")
+)
+
+func floorVariants() []floorVariant {
+	layout := keys.Layout{Prefix: lease.DefaultKeyPrefix}
+	ttlMs := floorTTL.Milliseconds()
+	var seq uint64
+	token := func() string {
+		seq++
+		return fmt.Sprintf("%016x%016x", seq, time.Now().UnixNano())
+	}
+	setNX := func(ctx context.Context, c *redis.Client, key, tok string) error {
+		err := c.Do(ctx, "set", key, tok, "nx", "px", ttlMs).Err()
+		if err == redis.Nil {
+			return errFloorNotTaken
+		}
+		return err
+	}
+	cad := func(ctx context.Context, c *redis.Client, key, tok string) error {
+		n, err := compareAndDelete.Run(ctx, c, []string{key}, tok).Int()
+		if err == nil && n != 1 {
+			err = errFloorNotHeld
+		}
+		return err
+	}
+	setScript := redis.NewScript(floorSetScript)
+	// scripted acquires by script and releases by compare-and-delete.
+	scripted := func(src string, keysOf func(name, tok string) []string) func(*redis.Client) (func(context.Context, string) error, func() error, error) {
+		s := redis.NewScript(src)
+		return func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
+			return func(ctx context.Context, name string) error {
+				tok := token()
+				ks := keysOf(name, tok)
+				v, err := s.Run(ctx, c, ks, tok, ttlMs).Result()
+				switch {
+				case err == redis.Nil:
+					return errFloorNotTaken
+				case err != nil:
+					return err
+				case v == int64(0) || v == int64(-1):
+					return errFloorNotTaken
+				}
+				return cad(ctx, c, ks[0], tok)
+			}, func() error { return nil }, nil
+		}
+	}
+	return []floorVariant{
+		{Name: "SET NX PX + compare-and-delete", Note: "what redislock sends: SET NX PX, then EVALSHA of GET, compare, DEL",
+			new: func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
+				return func(ctx context.Context, name string) error {
+					tok, key := token(), layout.Lease(name)
+					if err := setNX(ctx, c, key, tok); err != nil {
+						return err
+					}
+					return cad(ctx, c, key, tok)
+				}, func() error { return nil }, nil
+			}},
+		{Name: "script(SET NX PX) + compare-and-delete", Note: "the SET inside a script",
+			new: scripted(floorSetScript, func(name, _ string) []string { return []string{layout.Lease(name)} })},
+		{Name: "script(SET NX PX, fence) + compare-and-delete", Note: "plus the fence as tenure computes it: TIME, SET fence-key time PX ttl GET, compare",
+			new: scripted(floorFenceScript, func(name, _ string) []string { return []string{layout.Lease(name), layout.Fence(name)} })},
+		{Name: "script(EXISTS, SET NX PX, fence) + compare-and-delete", Note: "plus acquire.lua's one EXISTS of the abandon marker and the queue",
+			new: scripted(floorExistsScript, func(name, tok string) []string {
+				return []string{layout.Lease(name), layout.Fence(name), layout.Retired(name, tok), layout.Queue(name)}
+			})},
+		{Name: "tenure TryAcquire + Release", Note: "lease.Manager with the library's acquire.lua and release.lua, no waiters",
+			new: func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
+				m, err := lease.New(c, lease.WithTTL(floorTTL), lease.WithLogger(quietLogger))
+				if err != nil {
+					return nil, nil, err
+				}
+				return func(ctx context.Context, name string) error {
+					l, err := m.TryAcquire(ctx, name)
+					if err != nil {
+						return err
+					}
+					return l.Release(ctx)
+				}, m.Close, nil
+			}},
+		// The acquire is variant 2's script: a SET sent by the client
+		// would mix in commandstats with release.lua's SET of its marker.
+		{Name: "script(SET NX PX) + tenure's release.lua", Note: "tenure's release side alone: variant 2's acquire, then the library's release.lua (GET, compare, DEL, SET marker PX, PUBLISH); compare with 2",
+			new: func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
+				be := backend.NewRedis(c, layout.Prefix)
+				errs := make([]error, 1)
+				return func(ctx context.Context, name string) error {
+					tok, key := token(), layout.Lease(name)
+					if err := setScript.Run(ctx, c, []string{key}, tok, ttlMs).Err(); err != nil {
+						if err == redis.Nil {
+							err = errFloorNotTaken
+						}
+						return err
+					}
+					errs[0] = nil
+					be.Release(ctx, []backend.Item{{Name: name, Token: tok, TTL: floorTTL}}, errs)
+					return errs[0]
+				}, func() error { return nil }, nil
+			}},
+		{Name: "tenure's acquire.lua + compare-and-delete", Note: "tenure's acquire side alone: the library's acquire.lua (the commands of 4, in the library's script), then compare-and-delete; compare with 4",
+			new: func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
+				be := backend.NewRedis(c, layout.Prefix)
+				return func(ctx context.Context, name string) error {
+					tok := token()
+					a, err := be.Acquire(ctx, backend.Request{Name: name, Token: tok, TTL: floorTTL})
+					switch {
+					case err != nil:
+						return err
+					case !a.Acquired:
+						return errFloorNotTaken
+					}
+					return cad(ctx, c, layout.Lease(name), tok)
+				}, func() error { return nil }, nil
+			}},
+	}
+}
+
+// nameHook counts the commands the client sends by name, to tell them
+// from those scripts call.
+type nameHook struct {
+	mu    sync.Mutex
+	names map[string]int64
+}
+
+func (h *nameHook) record(cmds ...redis.Cmder) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.names == nil {
+		h.names = map[string]int64{}
+	}
+	for _, c := range cmds {
+		h.names[strings.ToLower(c.Name())]++
+	}
+}
+
+func (h *nameHook) reset() {
+	h.mu.Lock()
+	h.names = map[string]int64{}
+	h.mu.Unlock()
+}
+
+// sent is how many commands named as commandstats names them the client
+// sent.
+func (h *nameHook) sent(name string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	base, _, _ := strings.Cut(name, "|") // commandstats spells subcommands "client|setinfo"
+	return h.names[base]
+}
+
+func (h *nameHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h *nameHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.record(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (h *nameHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.record(cmds...)
+		return next(ctx, cmds)
+	}
+}
+
+func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
+	// A server of its own: no keys, clients or expiries of other scenarios.
+	srv, err := redistest.StartServer(redistest.Config{})
+	if err != nil {
+		return nil, err
+	}
+	defer srv.Stop()
+	admin := redis.NewClient(srv.Options())
+	defer admin.Close()
+	c, _ := newClient(srv.Addr(), 1)
+	defer c.Close()
+	names := &nameHook{}
+	c.AddHook(names)
+	vs := floorVariants()
+	type built struct {
+		cycle func(context.Context, string) error
+		done  func() error
+	}
+	bs := make([]built, len(vs))
+	for i, v := range vs {
+		cy, done, err := v.new(c)
+		if err != nil {
+			return nil, err
+		}
+		bs[i] = built{cy, done}
+		defer func() { _ = done() }() // a second Close is harmless
+	}
+	var seq int
+	next := func() string { seq++; return "floor-" + strconv.Itoa(seq) }
+	var out []floorResult
+	for run := range cfg.runs {
+		for k := range vs {
+			i := (k + run) % len(vs)
+			if err := admin.FlushAll(ctx).Err(); err != nil {
+				return out, err
+			}
+			// Warm up: scripts loaded, connection open.
+			for range 64 {
+				if err := bs[i].cycle(ctx, next()); err != nil {
+					return out, fmt.Errorf("floor %d: %w", i+1, err)
+				}
+			}
+			names.reset()
+			if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+				return out, err
+			}
+			rc := redisCPU(ctx, admin)
+			r := floorResult{Variant: i + 1, Name: vs[i].Name, Note: vs[i].Note, Run: run}
+			t0 := time.Now()
+			for time.Since(t0) < cfg.floorDur {
+				if err := bs[i].cycle(ctx, next()); err != nil {
+					r.Errors++
+				}
+				r.Cycles++
+			}
+			el := time.Since(t0)
+			r.CPUUs = (redisCPU(ctx, admin) - rc) * 1e6 / float64(max(r.Cycles, 1))
+			stats, err := commandStats(ctx, admin)
+			if err != nil {
+				return out, err
+			}
+			r.Seconds = el.Seconds()
+			r.ClientUs = el.Seconds() * 1e6 / float64(max(r.Cycles, 1))
+			cyc := float64(max(r.Cycles, 1))
+			for name, s := range stats {
+				if name == "info" || name == "config|resetstat" {
+					continue // the admin's own
+				}
+				sent := names.sent(name)
+				fc := floorCmd{Name: name, Inner: sent == 0, Calls: float64(s.calls) / cyc, UsecCycle: float64(s.usec) / cyc}
+				if s.calls > 0 {
+					fc.UsecCall = float64(s.usec) / float64(s.calls)
+				}
+				if fc.Inner {
+					r.InnerCalls += fc.Calls
+				} else {
+					r.RedisUs += fc.UsecCycle
+					if s.calls > sent {
+						// Sent by the client and called by a script too:
+						// commandstats cannot split the time, so RedisUs
+						// counts the script's calls twice. Say so.
+						r.InnerCalls += float64(s.calls-sent) / cyc
+						r.Mixed = append(r.Mixed, name)
+					}
+				}
+				if name == "evalsha" {
+					r.EvalshaUs = fc.UsecCall
+				}
+				r.Commands = append(r.Commands, fc)
+			}
+			slices.SortFunc(r.Commands, func(a, b floorCmd) int {
+				if a.Inner != b.Inner {
+					if a.Inner {
+						return 1
+					}
+					return -1
+				}
+				return strings.Compare(a.Name, b.Name)
+			})
+			cfg.logf("  floor run %d variant %d %-52s %6.1fµs/cycle client, redis %5.1fµs (cpu %5.1fµs), evalsha %5.1fµs/call, %.1f inner calls", run, i+1, r.Name, r.ClientUs, r.RedisUs, r.CPUUs, r.EvalshaUs, r.InnerCalls)
+			out = append(out, r)
+			if r.Errors > 0 {
+				return out, fmt.Errorf("floor %d (%s): %d errors", i+1, r.Name, r.Errors)
+			}
+		}
+	}
+	for _, b := range bs {
+		if err := b.done(); err != nil {
+			return out, err
+		}
+	}
+	return out, nil
+}
+
+type cmdCount struct{ calls, usec int64 }
+
+// commandStats parses INFO commandstats: cmdstat_<name>:calls=..,usec=..,...
+func commandStats(ctx context.Context, admin *redis.Client) (map[string]cmdCount, error) {
+	s, err := admin.Info(ctx, "commandstats").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]cmdCount{}
+	for _, line := range strings.Split(s, "\n") {
+		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
+		name, isCmd := strings.CutPrefix(name, "cmdstat_")
+		if !ok || !isCmd {
+			continue
+		}
+		var cc cmdCount
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			switch k {
+			case "calls":
+				cc.calls, _ = strconv.ParseInt(v, 10, 64)
+			case "usec":
+				cc.usec, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		out[name] = cc
+	}
+	return out, nil
+}

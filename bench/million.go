@@ -1,0 +1,260 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// Scenario 5: one process holds a million leases, for minutes.
+
+type millionCase struct {
+	Leases int
+	Window time.Duration // a whole number of sample periods
+}
+
+const (
+	millionTTL      = 30 * time.Second
+	millionInterval = 10 * time.Second
+	// The sample period is a fifth of the interval, as in scenario 3: no
+	// renewal falls between two looks at a lease.
+	millionEvery = 2 * time.Second
+)
+
+// millionSample is one point of the time series, taken every millionEvery.
+type millionSample struct {
+	T        float64       // seconds since the window began
+	RenewSec float64       // renewals a second since the previous sample
+	HeapMB   float64       // runtime HeapAlloc, 1e6 bytes; no forced GC
+	Lost     int           // leases lost so far
+	Late     time.Duration // worst lateness so far (0 before the first renewal)
+}
+
+type millionResult struct {
+	Target          int // leases asked for
+	Leases          int // leases held when the window began: the largest N reached
+	TTL             time.Duration
+	Interval        time.Duration
+	Window          time.Duration // the measured window
+	AcquireSec      float64       // time to acquire them all, 64 goroutines
+	GoroutinesEarly int           // added once the first 1% were held
+	Goroutines      int           // added once all were held
+	BytesHeld       float64       // heap + goroutine stacks added per lease, after GC, once all were held
+	BytesEnd        float64       // the same at the end of the window
+	Renewals        int64         // renewals observed in the window
+	RenewSec        float64
+	Lateness        time.Duration // worst renewal lateness against its schedule
+	Lost            int           // leases whose context ended during the window
+	CPUSec          float64       // client CPU seconds per second (getrusage), the sampling included
+	RedisCPU        float64       // server CPU seconds per second (INFO cpu)
+	RedisMem        int64         // INFO memory used_memory added by acquiring (after FLUSHALL → all held)
+	RedisMemLease   float64
+	TripsSec        float64
+	CmdsSec         float64
+	SampleMs        float64 // mean time of one sampling pass over all leases: part of the client CPU
+	CloseSec        float64 // Manager.Close: releasing them all
+	Error           string  // what ran out first; empty when nothing failed
+	Series          []millionSample
+}
+
+func runMillion(ctx context.Context, cfg runConfig, srv *redistest.Server) ([]millionResult, error) {
+	admin := redis.NewClient(srv.Options())
+	defer admin.Close()
+	if err := admin.FlushAll(ctx).Err(); err != nil {
+		return nil, err
+	}
+	runtime.GC()
+	r, err := holdMillion(ctx, srv.Addr(), admin, cfg.million)
+	// Later scenarios should not share the server with a million keys.
+	if ferr := admin.FlushAll(ctx).Err(); err == nil {
+		err = ferr
+	}
+	if err != nil {
+		return nil, err
+	}
+	cfg.logf("  million n=%d/%d: acquire %.1fs, +%d→%d goroutines, %.0f/%.0f B/lease (held/end), %.0f renewals/s, late %v, lost %d, cpu %.3f s/s (redis %.3f), redis +%.0f MB (%.0f B/lease), %.0f trips/s, %.0f cmds/s, close %.1fs%s",
+		r.Leases, r.Target, r.AcquireSec, r.GoroutinesEarly, r.Goroutines, r.BytesHeld, r.BytesEnd, r.RenewSec, r.Lateness.Round(time.Millisecond), r.Lost,
+		r.CPUSec, r.RedisCPU, float64(r.RedisMem)/1e6, r.RedisMemLease, r.TripsSec, r.CmdsSec, r.CloseSec, errSuffix(r.Error))
+	return []millionResult{r}, nil
+}
+
+func errSuffix(e string) string {
+	if e == "" {
+		return ""
+	}
+	return "; FAILED: " + e
+}
+
+// holdMillion returns an error only when the harness itself could not run;
+// a failure of what is measured (an acquire error, a lost lease) is in the
+// result, with how far it got.
+func holdMillion(ctx context.Context, addr string, admin *redis.Client, mc millionCase) (millionResult, error) {
+	n := mc.Leases
+	r := millionResult{Target: n, TTL: millionTTL, Interval: millionInterval}
+	rmem0, err := infoInt(ctx, admin, "memory", "used_memory")
+	if err != nil {
+		return r, err
+	}
+	c, h := newClient(addr, acquirers)
+	defer c.Close()
+	// The harness's own per-lease arrays exist before the baseline, so that
+	// bytes/lease is what the library keeps.
+	leases := make([]*lease.Lease, n)
+	start := make([]time.Time, n)
+	mem0, g0 := memInUse(), runtime.NumGoroutine()
+	m, err := lease.New(c, lease.WithTTL(millionTTL), lease.WithRenewInterval(millionInterval), lease.WithLogger(quietLogger))
+	if err != nil {
+		return r, err
+	}
+	defer m.Close()
+	drift := time.Duration(float64(millionTTL)*lease.DefaultDriftFactor) + lease.DefaultDriftExtra
+	sentOf := func(l *lease.Lease) time.Time { return l.Deadline().Add(drift - millionTTL) }
+	acquire := func(i int) error {
+		// One allocation, the name the lease keeps; fmt.Sprint would box i
+		// and copy twice.
+		var buf [24]byte
+		l, err := m.TryAcquire(ctx, string(strconv.AppendInt(append(buf[:0], "m-"...), int64(i), 10)))
+		if err != nil {
+			return fmt.Errorf("acquiring lease %d: %w", i, err)
+		}
+		leases[i], start[i] = l, sentOf(l)
+		return nil
+	}
+	t0 := time.Now()
+	// Goroutines at 1% and at 100% of N: equal if they do not grow with N.
+	early := max(n/100, 1)
+	aerr := parallel(early, acquirers, acquire)
+	r.GoroutinesEarly = settledGoroutines() - g0
+	if aerr == nil {
+		aerr = parallel(n-early, acquirers, func(i int) error { return acquire(early + i) })
+	}
+	r.AcquireSec = time.Since(t0).Seconds()
+	if aerr != nil {
+		r.Error = aerr.Error()
+		// The first error stops the acquirers; keep what they got.
+		k := 0
+		for i, l := range leases {
+			if l != nil {
+				leases[k], start[k] = l, start[i]
+				k++
+			}
+		}
+		leases, start = leases[:k], start[:k]
+	}
+	r.Leases = len(leases)
+	if r.Leases == 0 {
+		return r, nil
+	}
+	mem1, g1 := memInUse(), settledGoroutines()
+	r.Goroutines = g1 - g0
+	r.BytesHeld = float64(mem1-mem0) / float64(r.Leases)
+	rmem1, err := infoInt(ctx, admin, "memory", "used_memory")
+	if err != nil {
+		return r, err
+	}
+	r.RedisMem = rmem1 - rmem0
+	r.RedisMemLease = float64(r.RedisMem) / float64(r.Leases)
+
+	lt := newLateness(r.Leases, millionInterval, start)
+	sample := func() (lost int) {
+		for i, l := range leases {
+			lt.observe(i, sentOf(l))
+			if l.Err() != nil {
+				lost++
+			}
+		}
+		return lost
+	}
+	h.reset()
+	// As watchWindow does: only what happens inside the window counts.
+	sample()
+	lt.renewals, lt.worst = 0, -lt.interval
+	cpu0, rc0, w0 := cpuTime(), redisCPU(ctx, admin), time.Now()
+	tick := time.NewTicker(millionEvery)
+	defer tick.Stop()
+	var (
+		prevRen  int64
+		prevT    = w0
+		sampling time.Duration
+		ms       runtime.MemStats
+	)
+	// Counting ticks, not racing a timer for the window's end, keeps the
+	// last interval as long as the others.
+	for range int(mc.Window / millionEvery) {
+		<-tick.C
+		s0 := time.Now()
+		lost := sample()
+		sampling += time.Since(s0)
+		runtime.ReadMemStats(&ms)
+		late := lt.worst
+		if lt.renewals == 0 {
+			late = 0
+		}
+		r.Series = append(r.Series, millionSample{
+			T:        s0.Sub(w0).Seconds(),
+			RenewSec: float64(lt.renewals-prevRen) / s0.Sub(prevT).Seconds(),
+			HeapMB:   float64(ms.HeapAlloc) / 1e6,
+			Lost:     lost,
+			Late:     late,
+		})
+		prevRen, prevT = lt.renewals, s0
+		r.Lost = lost
+	}
+	el := time.Since(w0)
+	cpu, rc := cpuTime()-cpu0, redisCPU(ctx, admin)-rc0
+	r.Window = el
+	r.TripsSec = float64(h.trips.Load()) / el.Seconds()
+	r.CmdsSec = float64(h.cmds.Load()) / el.Seconds()
+	r.CPUSec = cpu.Seconds() / el.Seconds()
+	r.RedisCPU = rc / el.Seconds()
+	r.Renewals, r.RenewSec, r.Lateness = lt.renewals, float64(lt.renewals)/el.Seconds(), lt.worst
+	if len(r.Series) > 0 {
+		r.SampleMs = sampling.Seconds() * 1e3 / float64(len(r.Series))
+	}
+	r.BytesEnd = float64(memInUse()-mem0) / float64(r.Leases)
+	runtime.KeepAlive(leases)
+	c0 := time.Now()
+	cerr := m.Close()
+	r.CloseSec = time.Since(c0).Seconds()
+	if cerr != nil && r.Error == "" {
+		r.Error = "close: " + cerr.Error()
+	}
+	return r, nil
+}
+
+// settledGoroutines is runtime.NumGoroutine once goroutines that just
+// finished (parallel's, past their wg.Done) have exited.
+func settledGoroutines() int {
+	n := runtime.NumGoroutine()
+	for range 100 {
+		time.Sleep(time.Millisecond)
+		m := runtime.NumGoroutine()
+		if m == n {
+			return n
+		}
+		n = m
+	}
+	return n
+}
+
+// infoInt returns one integer field of an INFO section.
+func infoInt(ctx context.Context, admin *redis.Client, section, field string) (int64, error) {
+	s, err := admin.Info(ctx, section).Result()
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("INFO %s: no %s", section, field)
+}
