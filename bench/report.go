@@ -188,6 +188,8 @@ type contendedMedian struct {
 	worstMax      time.Duration
 	busiest, cmds float64
 	starved       float64
+	handoff       time.Duration // release sent -> next holder, p50
+	trips         float64       // handoff p50 in release round trips
 }
 
 func contendedMedians(r *results) []contendedMedian {
@@ -210,6 +212,8 @@ func contendedMedians(r *results) []contendedMedian {
 				busiest:  medianOf(rs, func(c contendedResult) float64 { return c.BusiestShare }),
 				cmds:     medianOf(rs, func(c contendedResult) float64 { return c.CmdsPerAcq }),
 				starved:  medianOf(rs, func(c contendedResult) float64 { return float64(c.Starved) }),
+				handoff:  time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.Handoff.P50) })),
+				trips:    medianOf(rs, func(c contendedResult) float64 { return c.HandoffTrips }),
 			})
 		}
 	}
@@ -222,12 +226,14 @@ func contendedSection(b *strings.Builder, r *results) {
 	p("N goroutines loop on one name, half on each of two managers (two clients, two pools); each releases as soon as it holds. ")
 	p("A handoff is an acquisition by a goroutine other than the previous holder. Wait = time inside the implementation's acquire until it holds; ")
 	p("max wait includes waits still unfinished when the run ended (a starving waiter). Busiest = the busiest goroutine's share of all acquisitions (fair: 1/N). ")
-	p("Commands/acquisition counts every command both clients sent (go-redis hook), releases included. ")
+	p("Commands/acquisition counts every command both clients sent (go-redis hook), releases included; the floor is 2 (one acquire, one release). ")
+	p("Release → next holder is, for each handoff, the time from the previous holder sending its release to the next holder's acquire returning; ")
+	p("its p50 is also given in round trips of the release call itself, measured in the same run (the floor for a waiter woken by a message is 2: the release, then the winning attempt). ")
 	p("tenure waits for the release message on the name's channel (docs/design.md section 5), barging: the releaser may take the name again before the woken waiter tries.\n\n")
 	ms := contendedMedians(r)
-	p("| goroutines | implementation | acq/s | handoffs/s | wait p50 | wait p99 | max wait (median / worst run) | busiest share | starved goroutines | commands/acq |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("| goroutines | implementation | acq/s | handoffs/s | wait p50 | wait p99 | max wait (median / worst run) | busiest share | starved goroutines | commands/acq | release → next holder p50 | in release round trips |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range ms {
-		p("| %d | %s | %.0f | %.0f | %s | %s | %s / %s | %.2f | %.0f | %.1f |\n", m.g, m.impl, m.acq, m.handoffs, dur(m.p50), dur(m.p99), dur(m.max), dur(m.worstMax), m.busiest, m.starved, m.cmds)
+		p("| %d | %s | %.0f | %.0f | %s | %s | %s / %s | %.2f | %.0f | %.1f | %s | %.1f |\n", m.g, m.impl, m.acq, m.handoffs, dur(m.p50), dur(m.p99), dur(m.max), dur(m.worstMax), m.busiest, m.starved, m.cmds, dur(m.handoff), m.trips)
 	}
 	p("\n![contended](contended.png)\n\n")
 }
