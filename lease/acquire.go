@@ -106,7 +106,7 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 // tryOnce is TryAcquire's single attempt.
 func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireConfig, attempts *int) (*Lease, error) {
 	*attempts++
-	req.Token = newToken()
+	req.Token = m.token()
 	l, res, err := m.try(ctx, req, a)
 	switch {
 	case err != nil:
@@ -170,7 +170,7 @@ func (m *Manager) newWait(req backend.Request, a acquireConfig, attempts *int) w
 	if a.fair {
 		// One token for the whole wait: it is the waiter's place in the
 		// queue.
-		req.Token = newToken()
+		req.Token = m.token()
 		req.Queue = a.queue
 	}
 	return wait{m: m, a: a, req: req, attempts: attempts}
@@ -236,7 +236,7 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 	m := w.m
 	*w.attempts++
 	if !w.a.fair {
-		w.req.Token = newToken()
+		w.req.Token = m.token()
 	}
 	l, res, err := m.try(ctx, w.req, w.a)
 	w.held = err == nil && !res.Acquired && !res.Retired
@@ -266,7 +266,7 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 		// before that release deletes the key, or be refused until the
 		// retirement expires: go on with a new one (the old one left the
 		// queue when it took the name, or when it was retired).
-		w.req.Token = newToken()
+		w.req.Token = m.token()
 		w.queued = false
 	default:
 		w.queued = w.a.fair

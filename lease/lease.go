@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,13 +94,36 @@ func (l *Lease) Name() string {
 	return l.name
 }
 
-// Token returns the lease's random token (128 bits from crypto/rand, hex):
-// the proof of ownership that release and renewal compare against.
+// Token returns the lease's token: 128 bits from crypto/rand, hex, followed
+// by the manager's holder identity if it has one (WithHolder). It is the
+// proof of ownership that release and renewal compare against.
 func (l *Lease) Token() string {
 	if l == nil {
 		return ""
 	}
 	return l.token
+}
+
+// Holder returns the holder identity the lease was acquired with
+// (WithHolder), or "" when its manager has none.
+func (l *Lease) Holder() string {
+	if l == nil {
+		return ""
+	}
+	return HolderOf(l.token)
+}
+
+// holderSep separates a token's random part from the holder identity.
+const holderSep = "."
+
+// HolderOf returns the holder identity in a lease's token or stored value
+// (what GET of its key returns): the part after the random hex, or "" when
+// there is none, as for leases of a manager without WithHolder.
+func HolderOf(token string) string {
+	if i := strings.Index(token, holderSep); i >= 0 {
+		return token[i+len(holderSep):]
+	}
+	return ""
 }
 
 // Fence returns the fencing token of this acquisition: strictly greater

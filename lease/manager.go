@@ -255,6 +255,15 @@ func (m *Manager) Close() error {
 	return errors.Join(errs...)
 }
 
+// token returns a new lease token: random (newToken), followed by the
+// manager's holder identity when it has one (WithHolder).
+func (m *Manager) token() string {
+	if m.cfg.holder == "" {
+		return newToken()
+	}
+	return newToken() + holderSep + m.cfg.holder
+}
+
 // newToken returns 128 random bits from crypto/rand, hex-encoded.
 func newToken() string {
 	var b [16]byte
