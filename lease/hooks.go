@@ -64,7 +64,8 @@ type AcquireInfo struct {
 type EndInfo struct {
 	// Cause is ErrReleased, ErrLost or ErrClosed: the lease context's cause.
 	Cause error
-	// Loss says why a lease ended with ErrLost: LossTakenOver or LossExpired.
+	// Loss says why a lease ended with ErrLost: LossDeleted, LossTakenOver
+	// or LossExpired.
 	// It is empty for other causes.
 	Loss LossReason
 	// Held is how long the lease was held, from the acquire's reply.
@@ -76,7 +77,11 @@ type LossReason string
 
 // The reasons a lease is lost.
 const (
-	// LossTakenOver: a renewal or Extend found the lease deleted or held by
+	// LossDeleted: a renewal or Extend found the name free on the server:
+	// its key was deleted (or expired there, as after a restart that lost
+	// data).
+	LossDeleted LossReason = "deleted"
+	// LossTakenOver: a renewal or Extend found the lease held by
 	// another token on the server.
 	LossTakenOver LossReason = "taken_over"
 	// LossExpired: the lease's local deadline passed without a renewal the

@@ -170,3 +170,83 @@ func TestFromContextGivesDoItsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A loss says why: the key deleted, the name held by another, or no renewal
+// confirmed before the deadline (a paused server).
+func TestLossReasons(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	ctx := context.Background()
+	var (
+		mu      sync.Mutex
+		reasons = map[string]lease.LossReason{}
+	)
+	hooks := lease.Hooks{Ended: func(l *lease.Lease, info lease.EndInfo) {
+		mu.Lock()
+		reasons[l.Name()] = info.Loss
+		mu.Unlock()
+	}}
+	interval := 50 * time.Millisecond
+	m := newManager(t, srv.Client(t), lease.WithTTL(300*time.Millisecond), lease.WithRenewInterval(interval), lease.WithHooks(hooks))
+	reason := func(name string) lease.LossReason {
+		t.Helper()
+		for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(time.Millisecond) {
+			mu.Lock()
+			r, ok := reasons[name]
+			mu.Unlock()
+			if ok {
+				return r
+			}
+		}
+		t.Fatalf("%s: no Ended call", name)
+		return ""
+	}
+
+	deleted, err := m.Acquire(ctx, "deleted")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Del(ctx, "tenure:{deleted}")
+	waitDone(t, deleted, 5*time.Second)
+	if r := reason("deleted"); r != lease.LossDeleted {
+		t.Fatalf("key deleted: loss %q, want %q", r, lease.LossDeleted)
+	}
+
+	taken, err := m.Acquire(ctx, "taken")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Set(ctx, "tenure:{taken}", "another-holder", time.Minute)
+	waitDone(t, taken, 5*time.Second)
+	if r := reason("taken"); r != lease.LossTakenOver {
+		t.Fatalf("taken over: loss %q, want %q", r, lease.LossTakenOver)
+	}
+
+	// Extend reports the same word as a renewal.
+	ext, err := m.Acquire(ctx, "extend", lease.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Del(ctx, "tenure:{extend}")
+	if err := ext.Extend(ctx, time.Second); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("Extend of a deleted lease: %v", err)
+	}
+	if r := reason("extend"); r != lease.LossDeleted {
+		t.Fatalf("Extend found the key deleted: loss %q, want %q", r, lease.LossDeleted)
+	}
+
+	expired, err := m.Acquire(ctx, "expired")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, expired, 5*time.Second)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if r := reason("expired"); r != lease.LossExpired {
+		t.Fatalf("server paused: loss %q, want %q", r, lease.LossExpired)
+	}
+}

@@ -214,7 +214,7 @@ func (l *Lease) Extend(ctx context.Context, ttl time.Duration) (err error) {
 	}, nil)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
-		l.takenOver()
+		l.takenOver(err)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
 		return fmt.Errorf("lease: extend %q: %w", l.name, err)
@@ -318,9 +318,13 @@ func (l *Lease) end(cause error) bool {
 	if m.cfg.hooks.Ended != nil {
 		info := EndInfo{Cause: cause, Held: time.Since(l.acquired)}
 		if cause == ErrLost {
-			info.Loss = LossExpired
-			if reason == watchdog.ErrTakenOver {
+			switch {
+			case errors.Is(reason, backend.ErrGone):
+				info.Loss = LossDeleted
+			case errors.Is(reason, watchdog.ErrTakenOver):
 				info.Loss = LossTakenOver
+			default:
+				info.Loss = LossExpired
 			}
 		}
 		m.cfg.hooks.Ended(l, info)
@@ -416,7 +420,7 @@ func (l *Lease) Exec(ctx context.Context, fn func(pipe redis.Pipeliner) error) (
 		return err
 	}, nil)
 	if errors.Is(err, backend.ErrNotHeld) {
-		l.takenOver()
+		l.takenOver(err)
 		return nil, fmt.Errorf("%w: %q: the lease no longer holds the name; nothing was written", ErrLost, l.name)
 	}
 	return cmds, err

@@ -41,7 +41,7 @@ func (l *Lease) enter(ctx context.Context) (int64, error) {
 	}, nil)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
-		l.takenOver()
+		l.takenOver(err)
 		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
 		return 0, fmt.Errorf("lease: enter %q again: %w", l.name, err)
@@ -68,7 +68,7 @@ func (l *Lease) exit(ctx context.Context) error {
 	err, _ := l.m.releaseItem(ctx, item)
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
-		l.takenOver()
+		l.takenOver(err)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
 		return fmt.Errorf("lease: exit %q: %w", l.name, err)
@@ -77,8 +77,15 @@ func (l *Lease) exit(ctx context.Context) error {
 }
 
 // takenOver loses the lease because a round trip of its own found it gone.
-func (l *Lease) takenOver() {
+func (l *Lease) takenOver(err error) {
+	reason := watchdog.ErrTakenOver
+	if errors.Is(err, backend.ErrGone) {
+		reason = errExtendGone
+	}
 	if l.m.wd.Remove(l.entry) == nil {
-		l.lost(watchdog.ErrTakenOver)
+		l.lost(reason)
 	}
 }
+
+// errExtendGone is the loss reason of an Extend that found the key gone.
+var errExtendGone = fmt.Errorf("%w: %w", watchdog.ErrTakenOver, backend.ErrGone)

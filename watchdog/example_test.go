@@ -73,6 +73,6 @@ func Example() {
 	fmt.Println("lost:", err, errors.Is(err, watchdog.ErrTakenOver))
 	fmt.Println("still held:", w.Close())
 	// Output:
-	// lost: bob: watchdog: a renewal found the lease gone or held by another token true
+	// lost: bob: watchdog: a renewal found the lease gone or held by another token: session bob: watchdog: not held true
 	// still held: [alice]
 }

@@ -63,7 +63,9 @@ type Renewer[I any] interface {
 
 // Reasons a lease is lost, passed to the loss callback.
 var (
-	// ErrTakenOver: a renewal found the lease deleted or held by another token.
+	// ErrTakenOver: a renewal found the lease deleted or held by another
+	// token. The reason a Holder gets wraps the Renewer's error when that
+	// was more than a bare ErrNotHeld: test it with errors.Is.
 	ErrTakenOver = errors.New("watchdog: a renewal found the lease gone or held by another token")
 	// ErrExpired: the local deadline passed without a successful renewal.
 	ErrExpired = errors.New("watchdog: no renewal succeeded before the local deadline")
@@ -373,6 +375,22 @@ func (w *Watchdog[I]) finish(e *Entry[I], reason error) {
 	}
 }
 
+// takenOver is the reason of a loss to a renewal answered "not held":
+// ErrTakenOver, and the renewer's error when it says more (errors.Is finds
+// both, and Error prints both).
+func takenOver(err error) error {
+	if err == ErrNotHeld {
+		return ErrTakenOver
+	}
+	return &lossError{err: err}
+}
+
+type lossError struct{ err error }
+
+func (e *lossError) Error() string        { return ErrTakenOver.Error() + ": " + e.err.Error() }
+func (e *lossError) Is(target error) bool { return target == ErrTakenOver }
+func (e *lossError) Unwrap() error        { return e.err }
+
 func (w *Watchdog[I]) wake() {
 	select {
 	case w.kick <- struct{}{}:
@@ -537,7 +555,7 @@ func (w *Watchdog[I]) renew(b *batch[I]) {
 	cancel()
 	b.lost = w.settle(b, w.at(sent))
 	for _, e := range b.lost {
-		e.holder.Lost(ErrTakenOver)
+		e.holder.Lost(e.reason) // set by settle, in this goroutine
 	}
 	// Everyone in the batch hears how its renewal went, after the
 	// losses: those are what must not wait.
@@ -566,7 +584,7 @@ func (w *Watchdog[I]) settle(b *batch[I], sent int64) []*Entry[I] {
 			e.next = sent + int64(e.interval)
 			e.attempt = 0
 		case errors.Is(err, ErrNotHeld):
-			w.finish(e, ErrTakenOver)
+			w.finish(e, takenOver(err))
 			lost = append(lost, e)
 			continue
 		default:

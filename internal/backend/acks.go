@@ -175,7 +175,7 @@ func (r *Redis) renewOn(ctx context.Context, c redis.Cmdable, items []Item, idx 
 		send(missing, true)
 	}
 	for k, cmd := range cmds {
-		err := scriptResult(cmd)
+		err := renewResult(cmd)
 		if err == nil {
 			if got, werr := waits[k].Int64(); werr != nil || got < int64(r.acks) {
 				err = &AckError{Want: int64(r.acks), Got: got, Err: werr}

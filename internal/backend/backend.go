@@ -12,12 +12,17 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 )
 
 // ErrNotHeld is the per-item result of Renew and Release when the token does
 // not hold the name (it expired, was released, or was taken over).
 var ErrNotHeld = errors.New("not held by this token")
+
+// ErrGone is ErrNotHeld (it wraps it) from a renewal that found the name
+// free: its key was deleted, or expired, rather than held by another.
+var ErrGone = fmt.Errorf("%w: the name is free (its key was deleted or expired)", ErrNotHeld)
 
 // Request is one attempt to acquire a name.
 type Request struct {

@@ -165,7 +165,7 @@ func (r *Redis) Renew(ctx context.Context, items []Item, errs []error) {
 		r.renewAcked(ctx, items, errs)
 		return
 	}
-	r.pipelined(ctx, renewScript, items, errs, r.renewArgs)
+	r.pipelined(ctx, renewScript, items, errs, r.renewArgs, renewResult)
 }
 
 // renewArgs are renew.lua's keys and arguments for one item.
@@ -179,7 +179,7 @@ func (r *Redis) renewArgs(it Item) ([]string, scriptArgs) {
 
 // Release runs release.lua for every item in one pipeline.
 func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
-	r.pipelined(ctx, releaseScript, items, errs, r.releaseArgs)
+	r.pipelined(ctx, releaseScript, items, errs, r.releaseArgs, scriptResult)
 }
 
 // ReleaseOne is Release of one item, without the slices (see ReleaseOne).
@@ -203,7 +203,7 @@ func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 // pipelined sends script once per item with EVALSHA in one pipeline, and
 // once more with EVAL for the items the server answered NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Each script returns 1 (done) or 0 (not held).
-func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, errs []error, args func(Item) ([]string, scriptArgs)) {
+func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, errs []error, args func(Item) ([]string, scriptArgs), result func(*redis.Cmd) error) {
 	if len(items) != len(errs) {
 		panic("backend: len(items) != len(errs)")
 	}
@@ -213,7 +213,7 @@ func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, err
 	if len(items) == 1 {
 		// One command needs no pipeline; Run retries NOSCRIPT with EVAL.
 		keys, argv := args(items[0])
-		errs[0] = scriptResult(script.send(ctx, r.client, append(script.call(keys, argv.n), argv.slice()...)))
+		errs[0] = result(script.send(ctx, r.client, append(script.call(keys, argv.n), argv.slice()...)))
 		return
 	}
 	cmds := make([]*redis.Cmd, len(items))
@@ -247,7 +247,7 @@ func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, err
 		})
 	}
 	for i, cmd := range cmds {
-		errs[i] = scriptResult(cmd)
+		errs[i] = result(cmd)
 	}
 }
 
@@ -263,6 +263,15 @@ func scriptResult(cmd *redis.Cmd) error {
 	default:
 		return errors.New("unexpected script reply " + strconv.FormatInt(n, 10))
 	}
+}
+
+// renewResult is scriptResult for renew.lua, which also answers -1: the
+// name is free (ErrGone).
+func renewResult(cmd *redis.Cmd) error {
+	if n, err := cmd.Int64(); err == nil && n == -1 {
+		return ErrGone
+	}
+	return scriptResult(cmd)
 }
 
 // MaybeApplied reports whether err leaves it unknown if the server executed

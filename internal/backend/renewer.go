@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/tenure-go/tenure/watchdog"
@@ -34,8 +35,15 @@ func (r renewer) Renew(ctx context.Context, batch []watchdog.Renewal[Item], errs
 	*buf = items[:0]
 	itemBufs.Put(buf)
 	for i, err := range errs {
-		if errors.Is(err, ErrNotHeld) {
+		switch {
+		case errors.Is(err, ErrGone):
+			errs[i] = errGoneNotHeld
+		case errors.Is(err, ErrNotHeld):
 			errs[i] = watchdog.ErrNotHeld
 		}
 	}
 }
+
+// errGoneNotHeld is the watchdog's ErrNotHeld that keeps ErrGone's word:
+// the lease is lost because its key is gone, not because another holds it.
+var errGoneNotHeld = fmt.Errorf("%w: %w", watchdog.ErrNotHeld, ErrGone)

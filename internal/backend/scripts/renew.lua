@@ -10,15 +10,22 @@
 --            least ARGV[2] ms (never shortened, so a late or repeated renewal
 --            with a smaller TTL cannot cut it short: safety property S8), and
 --            the fencing counter lives exactly as long as the lock key;
---          0 when the name is free or held by another token, owner or kind.
+--          0 when the name is held by another token, owner or kind;
+--         -1 when the name is free: its key was deleted, or expired.
 -- pcall: GET or HEXISTS on a key of another kind is an error reply, which is
 -- simply "not this holder".
 if ARGV[3] == 'h' then
   if redis.pcall('HEXISTS', KEYS[1], ARGV[1]) ~= 1 then
+    return redis.call('EXISTS', KEYS[1]) - 1
+  end
+else
+  local v = redis.pcall('GET', KEYS[1])
+  if v ~= ARGV[1] then
+    if v == false then
+      return -1
+    end
     return 0
   end
-elseif redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
-  return 0
 end
 local left = redis.call('PTTL', KEYS[1])
 if left < tonumber(ARGV[2]) then
