@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -85,11 +86,21 @@ func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 	return acquisition(acquireScript.send(ctx, r.client, a))
 }
 
+// isRedisTooOld reports whether err is what a Redis older than 6.2 answers
+// to acquire.lua: SET's GET option is a syntax error there.
+func isRedisTooOld(err error) bool {
+	var re redis.Error
+	return errors.As(err, &re) && strings.Contains(re.Error(), "syntax error")
+}
+
 // acquisition parses acquire.lua's reply: a lease's fence alone (an
 // integer), or an array.
 func acquisition(cmd *redis.Cmd) (Acquisition, error) {
 	v, err := cmd.Result()
 	if err != nil {
+		if isRedisTooOld(err) {
+			return Acquisition{}, fmt.Errorf("acquire script: %w (tenure needs Redis 6.2 or later, for SET ... GET)", err)
+		}
 		return Acquisition{}, fmt.Errorf("acquire script: %w", err)
 	}
 	if f, ok := v.(int64); ok {

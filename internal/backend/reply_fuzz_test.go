@@ -193,3 +193,25 @@ func readCommand(r *bufio.Reader) (string, error) {
 	}
 	return name, nil
 }
+
+// A Redis older than 6.2 refuses SET ... GET inside acquire.lua with a
+// syntax error: the acquire error names the version it needs.
+func TestAcquireOnRedisTooOld(t *testing.T) {
+	reply := "-ERR Error running script (call to f_1), @user_script:57: ERR syntax error\r\n"
+	c := redis.NewClient(&redis.Options{
+		Addr: "fake:6379",
+		Dialer: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			client, server := net.Pipe()
+			go fakeServer(server, []byte(reply))
+			return client, nil
+		},
+		MaxRetries: -1,
+		Protocol:   2,
+	})
+	defer c.Close()
+	be := backend.NewRedis(c, "p:")
+	_, err := be.Acquire(context.Background(), backend.Request{Name: "n", Token: "tok", TTL: time.Second})
+	if err == nil || !strings.Contains(err.Error(), "Redis 6.2 or later") || !strings.Contains(err.Error(), "syntax error") {
+		t.Fatalf("Acquire on a Redis without SET ... GET: %v", err)
+	}
+}
