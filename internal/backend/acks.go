@@ -27,6 +27,7 @@ type AckError struct {
 	Err error
 }
 
+// Error says how many replicas acknowledged, of how many asked.
 func (e *AckError) Error() string {
 	s := fmt.Sprintf("%d of %d replicas acknowledged the write", e.Got, e.Want)
 	if e.Err != nil {
