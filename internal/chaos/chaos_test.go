@@ -810,7 +810,15 @@ func newObserver(srv *redistest.Server, names []string) *observer {
 	opts.PoolSize = 1
 	opts.Dialer = func(ctx context.Context, network, _ string) (net.Conn, error) {
 		var d net.Dialer
-		return d.DialContext(ctx, network, *o.addr.Load())
+		addr := *o.addr.Load()
+		c, err := d.DialContext(ctx, network, addr)
+		if err == nil && *o.addr.Load() != addr {
+			// Retargeted while dialing: this may be the old primary,
+			// restarted as the new replica.
+			_ = c.Close()
+			return nil, errors.New("observer retargeted while dialing")
+		}
+		return c, err
 	}
 	o.client = redis.NewClient(opts)
 	for _, n := range names {

@@ -50,6 +50,10 @@ type Proxy struct {
 
 	closeOnce sync.Once
 	closeErr  error
+
+	// afterDial, when set (by tests), runs between a connection's dial
+	// and its registration, to hold a dial there while the target changes.
+	afterDial atomic.Pointer[func()]
 }
 
 // NewProxy starts a proxy listening on a free port on 127.0.0.1 that forwards
@@ -188,7 +192,11 @@ func (p *Proxy) acceptLoop() {
 func (p *Proxy) handle(client net.Conn) {
 	defer p.wg.Done()
 	d := net.Dialer{Timeout: proxyDialTimeout}
-	server, err := d.DialContext(p.ctx, "tcp", p.Target())
+	target := p.Target()
+	server, err := d.DialContext(p.ctx, "tcp", target)
+	if f := p.afterDial.Load(); f != nil {
+		(*f)() // tests: a dial that lost the race with SetTarget
+	}
 	if err != nil && !p.blackhole.Load() {
 		// Without the black hole, an unreachable target is passed on
 		// to the client: its connection is reset at once.
@@ -204,6 +212,14 @@ func (p *Proxy) handle(client net.Conn) {
 		l.server = server
 	}
 	if !p.register(l) {
+		l.close(true)
+		return
+	}
+	// SetTarget came between the dial and the registration, so the
+	// ResetConnections that follows it may have missed this link: it must
+	// not stay on the old target (after a failover, a server restarted
+	// there would answer as a stale primary, then as a replica).
+	if p.Target() != target {
 		l.close(true)
 		return
 	}
