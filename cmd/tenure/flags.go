@@ -34,6 +34,9 @@ func (w *waitFlag) Set(s string) error {
 
 func (w *waitFlag) Type() string { return "duration" }
 
+// waitValues names what --wait accepts, for its errors.
+const waitValues = `a duration with a unit ("10s", "1m", "1h30m"), 0 for one attempt, or "forever"`
+
 // parseWait reads a --wait value: "forever" (or "inf"), or a Go duration
 // that is not negative ("0" is one attempt).
 func parseWait(s string) (d time.Duration, forever bool, err error) {
@@ -42,26 +45,37 @@ func parseWait(s string) (d time.Duration, forever bool, err error) {
 		return 0, true, nil
 	}
 	d, err = parseDuration(s)
-	return d, false, err
+	switch {
+	case errors.Is(err, errNotDuration):
+		// Say every accepted value, "forever" included, which
+		// parseDuration's message does not know of.
+		return 0, false, fmt.Errorf("%q is neither a duration nor \"forever\": --wait takes %s", strings.TrimSpace(s), waitValues)
+	case err != nil:
+		return 0, false, fmt.Errorf("%w; --wait takes %s", err, waitValues)
+	}
+	return d, false, nil
 }
 
-// parseDuration reads a duration flag: a Go duration ("1m30s", "500ms"), or
-// a bare number of seconds ("0", "2", "1.5"). Negative values are errors.
+// errNotDuration marks a value that is no duration at all (not a bare
+// number, nor out of range, nor negative).
+var errNotDuration = errors.New("not a duration")
+
+// parseDuration reads a duration flag: a Go duration with its unit
+// ("30s", "1m30s", "500ms"), or "0". A bare number is an error rather than
+// a guess at its unit: "--ttl 5" once meant 5s silently, which a reader of
+// the command line may take for 5ms or 5m. Negative values are errors.
 func parseDuration(s string) (time.Duration, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return 0, errors.New("empty duration")
+		return 0, fmt.Errorf(`%w: empty; say a number with a unit, as in "30s", "1m", "500ms"`, errNotDuration)
 	}
 	d, err := time.ParseDuration(s)
 	if err != nil {
-		secs, ferr := strconv.ParseFloat(s, 64)
-		if ferr != nil || math.IsNaN(secs) || math.IsInf(secs, 0) {
-			return 0, fmt.Errorf("%q is not a duration (say 30s, 1m, 500ms)", s)
+		if f, ferr := strconv.ParseFloat(s, 64); ferr == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+			return 0, fmt.Errorf(`duration %q has no unit: say %q for seconds, or use "ms", "m" or "h" (as in "30s", "1m", "500ms")`, s, s+"s")
 		}
-		if math.Abs(secs) >= float64(math.MaxInt64)/float64(time.Second) {
-			return 0, fmt.Errorf("duration %q is out of range", s)
-		}
-		d = time.Duration(secs * float64(time.Second))
+		// time.ParseDuration says "invalid" for an overflow too.
+		return 0, fmt.Errorf(`%q is %w: say a number with a unit, as in "30s", "1m", "500ms" (at most 2562047h)`, s, errNotDuration)
 	}
 	if d < 0 {
 		return 0, fmt.Errorf("duration %q is negative", s)
@@ -94,4 +108,36 @@ func escapeGlob(s string) string {
 		b.WriteRune(r)
 	}
 	return b.String()
+}
+
+// checkPattern rejects a list PATTERN that Redis would not read as meant:
+// its glob matcher takes an unclosed "[" for a class running to the
+// pattern's end (here over the "}" that closes the name's hash tag) and a
+// trailing "\" for a literal one, so either would silently match nothing,
+// or not what was asked.
+func checkPattern(p string) error {
+	for i := 0; i < len(p); i++ {
+		switch p[i] {
+		case '\\':
+			if i+1 == len(p) {
+				return fmt.Errorf(`bad PATTERN %q: it ends in a backslash, which escapes nothing (write \\ for a literal backslash)`, p)
+			}
+			i++
+		case '[':
+			open := i
+			i++
+			if i < len(p) && p[i] == '^' {
+				i++
+			}
+			for ; i < len(p) && p[i] != ']'; i++ {
+				if p[i] == '\\' {
+					i++
+				}
+			}
+			if i >= len(p) {
+				return fmt.Errorf(`bad PATTERN %q: the [ at byte %d opens a class that no ] closes (write \[ for a literal [)`, p, open)
+			}
+		}
+	}
+	return nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // holding is what a name's keys say about it.
@@ -35,12 +36,16 @@ type holding struct {
 	Owners map[string]int64 `json:"owners,omitempty"`
 	// Waiting is the number of waiters in the name's fair queue.
 	Waiting int64 `json:"waiting"`
+	// Holder is a lease's holder identity (lease.WithHolder; tenure run
+	// sets host/pid), read from the stored value; empty when it has none.
+	Holder string `json:"holder,omitempty"`
 	// Leader is the elected leader, when the holder is one.
 	Leader *election.Record `json:"leader,omitempty"`
 }
 
 // inspect reads names in one pipelined round trip. A lease's token is
-// never read: it is the holder's secret.
+// never shown: it is the holder's secret; only the holder identity that
+// follows it (lease.HolderOf) is.
 func inspect(ctx context.Context, c *redis.Client, prefix string, names []string) ([]holding, error) {
 	type cmds struct {
 		typ    *redis.StatusCmd
@@ -49,6 +54,7 @@ func inspect(ctx context.Context, c *redis.Client, prefix string, names []string
 		owners *redis.MapStringStringCmd
 		queue  *redis.IntCmd
 		record *redis.SliceCmd
+		value  *redis.StringCmd
 	}
 	all := make([]cmds, len(names))
 	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -62,6 +68,7 @@ func inspect(ctx context.Context, c *redis.Client, prefix string, names []string
 				owners: p.HGetAll(ctx, k),
 				queue:  p.ZCard(ctx, l.Queue(n)),
 				record: p.HMGet(ctx, l.Leader(n), "identity", "fence"),
+				value:  p.Get(ctx, k),
 			}
 		}
 		return nil
@@ -79,6 +86,7 @@ func inspect(ctx context.Context, c *redis.Client, prefix string, names []string
 			h.Kind = "free"
 		case "string":
 			h.Kind = "lease"
+			h.Holder = lease.HolderOf(cs.value.Val())
 		case "hash":
 			h.Kind = "reentrant"
 			h.Owners = map[string]int64{}
@@ -128,9 +136,11 @@ func (h holding) holders() string {
 	}
 	if h.Leader != nil {
 		parts = append(parts, "leader "+h.Leader.Identity)
+	} else if h.Holder != "" {
+		parts = append(parts, h.Holder)
 	}
 	if h.Waiting > 0 {
-		parts = append(parts, fmt.Sprintf("%d queued", h.Waiting))
+		parts = append(parts, fmt.Sprintf("%d waiting", h.Waiting))
 	}
 	if len(parts) == 0 {
 		return "-"
@@ -145,20 +155,47 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func newStatusCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON   bool
+		watch    bool
+		interval = durationFlag(time.Second)
+	)
 	cmd := &cobra.Command{
-		Use:   "status [flags] NAME",
+		Use:   "status [flags] NAME\n  tenure status --watch [flags] NAME...",
 		Short: "Show who holds NAME: kind, TTL left, fence, reentrant counts, leader",
 		Long: `Show what holds NAME: a lease or a reentrant lock, the TTL it has left, the
 name's fencing token, a reentrant lock's owners and counts, the waiters in its
-fair queue, and the elected leader when the holder is one. A lease's token is
-never shown. The exit status is 0 whether NAME is held or free.`,
+fair queue ("waiting"), and the elected leader when the holder is one. A lease's
+token is never shown. The exit status is 0 whether NAME is held or free.
+
+With --watch, tenure prints the holder of each NAME at once, then one line for
+every change of holder (a new fence, a lock's owners, a leader record, free),
+each starting with its time, until SIGINT or SIGTERM ends it with status 0.
+It reads the names every --interval: acquisitions publish nothing to wait
+for, so a holder that comes and goes between two reads is not seen. With
+--json each line is a JSON object (the fields of "status --json" and "time").
+When Redis fails, tenure says so on stderr once and keeps reading.`,
 		Example: `  tenure status nightly-report
-  tenure status --json scheduler | jq -r .leader.identity`,
-		Args: cobra.ExactArgs(1),
+  tenure status --json scheduler | jq -r .leader.identity
+  tenure status --watch --interval 200ms nightly-report backup`,
+		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkName(args[0]); err != nil {
-				return fail(exitUsage, "%v", err)
+			if len(args) > 1 && !watch {
+				return fail(exitUsage, "status shows one NAME; only --watch takes several (see '%s --help')", cmd.CommandPath())
+			}
+			if cmd.Flags().Changed("interval") && !watch {
+				return fail(exitUsage, "--interval is --watch's")
+			}
+			for _, n := range args {
+				if err := checkName(n); err != nil {
+					return fail(exitUsage, "%v", err)
+				}
+			}
+			if watch {
+				if interval <= 0 {
+					return fail(exitUsage, "--interval must be above 0")
+				}
+				return watchStatus(g, args, time.Duration(interval), asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			ctx := context.Background()
 			client, err := g.connect(ctx)
@@ -183,14 +220,19 @@ never shown. The exit status is 0 whether NAME is held or free.`,
 			if h.Kind == "reentrant" {
 				fmt.Fprintf(tw, "owners\t%s\n", h.holders())
 			}
+			if h.Holder != "" {
+				fmt.Fprintf(tw, "holder\t%s\n", shown(h.Holder))
+			}
 			if h.Leader != nil {
 				fmt.Fprintf(tw, "leader\t%s (term %d)\n", h.Leader.Identity, h.Leader.Fence)
 			}
-			fmt.Fprintf(tw, "queued\t%d\n", h.Waiting)
+			fmt.Fprintf(tw, "waiting\t%d\n", h.Waiting)
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (with --watch, one a line)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "print every change of holder of the NAMEs, with its time, until SIGINT")
+	cmd.Flags().Var(&interval, "interval", "with --watch, how often to read the NAMEs")
 	return cmd
 }
 
@@ -202,7 +244,8 @@ func newListCmd(g *globals) *cobra.Command {
 		Long: `List every held name (lease or reentrant lock) whose name matches PATTERN, a
 Redis glob (* ? [abc]), with its kind, TTL left, fence and holders. Names are
 found with SCAN, never KEYS, so a large keyspace is walked without blocking
-Redis; a name taken or released meanwhile may or may not be listed.`,
+Redis; a name taken or released meanwhile may or may not be listed. A PATTERN
+that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.`,
 		Example: `  tenure list
   tenure list 'report-*'
   tenure list --json | jq -r '.[] | select(.kind == "reentrant") | .name'`,
@@ -211,6 +254,9 @@ Redis; a name taken or released meanwhile may or may not be listed.`,
 			pattern := "*"
 			if len(args) == 1 && args[0] != "" {
 				pattern = args[0]
+			}
+			if err := checkPattern(pattern); err != nil {
+				return fail(exitUsage, "%v", err)
 			}
 			ctx := context.Background()
 			client, err := g.connect(ctx)

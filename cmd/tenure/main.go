@@ -2,14 +2,19 @@
 //
 //	tenure run NAME -- CMD ARGS...      run CMD while holding a lease on NAME
 //	tenure elect NAME -- CMD ARGS...    run CMD only while this process leads NAME
+//	tenure elect --observe NAME         print every change of leader of NAME
 //	tenure status NAME                  who holds NAME, for how long, under which fence
+//	tenure status --watch NAME...       print every change of holder of the NAMEs
 //	tenure list [PATTERN]               every held name (SCAN, never KEYS)
 //	tenure release --force NAME         take NAME from whoever holds it (operators)
+//	tenure version                      the version, commit and Go it was built with
 //
 // The Redis server comes from --redis or $REDIS_URL (redis://, rediss:// or
 // unix:// URLs as go-redis parses them, or a bare host:port), else
-// redis://127.0.0.1:6379. Run "tenure help" or "tenure CMD --help" for
-// every flag, and "tenure run --help" for the exit statuses.
+// redis://127.0.0.1:6379. -v logs what the lease does to stderr (-vv every
+// renewal too). Durations take a unit ("30s", "1m", "500ms"). Run "tenure
+// help" or "tenure CMD --help" for every flag, and "tenure run --help" for
+// the exit statuses.
 package main
 
 import (
@@ -17,6 +22,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -41,13 +47,23 @@ const (
 	// A command killed by signal N, or a wait interrupted by it: 128+N.
 )
 
-const exitStatuses = `Exit status:
+// exitStatuses is the exit status table of tenure and of "run". "elect"
+// has no --wait, so its table (electExitStatuses) lacks status 75.
+const exitStatuses = exitStatusesHead + exitStatusWait + exitStatusesTail
+
+const electExitStatuses = exitStatusesHead + exitStatusesTail
+
+const exitStatusesHead = `Exit status:
   the command's own     when it exits by itself (128+N when killed by signal N)
   2                     usage error: bad flags or arguments (a --grace too long
                         for --ttl among them)
   69                    Redis unreachable or failing
-  75                    --wait ran out while another holder held NAME
-  77                    the lease (or leadership) was lost while the command ran,
+`
+
+const exitStatusWait = `  75                    --wait ran out while another holder held NAME
+`
+
+const exitStatusesTail = `  77                    the lease (or leadership) was lost while the command ran,
                         or no renewal was confirmed by --grace before its local
                         deadline: the command's process group got SIGTERM, then
                         SIGKILL just before that deadline; or the command exited
@@ -91,15 +107,23 @@ func (silent) Printf(context.Context, string, ...any) {}
 
 // globals are the flags every subcommand shares.
 type globals struct {
-	redis  string
-	prefix string
+	redis   string
+	prefix  string
+	verbose int
+
+	// log is -v's logger (a discarding one without -v), set before a
+	// subcommand runs; flush writes out what it has queued.
+	log   *slog.Logger
+	flush func()
 }
 
 // execute runs tenure with args and returns its exit status.
 func execute(args []string, stdout, stderr io.Writer) int {
-	root := newRoot(stdout, stderr)
+	root, g := newRoot(stdout, stderr)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
+	// -v's records come before tenure's last word, as they happened.
+	g.flush()
 	if err == nil {
 		return 0
 	}
@@ -117,8 +141,8 @@ func execute(args []string, stdout, stderr io.Writer) int {
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
-func newRoot(stdout, stderr io.Writer) *cobra.Command {
-	g := &globals{}
+func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
+	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}}
 	root := &cobra.Command{
 		Use:   "tenure",
 		Short: "Run commands under auto-renewing leases on Redis, and inspect them",
@@ -126,12 +150,19 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 several processes, and shows and releases the leases that are held.
 
 The Redis server comes from --redis or $REDIS_URL: a redis://, rediss:// (TLS) or
-unix:// URL, or a bare host:port; the default is redis://127.0.0.1:6379.
+unix:// URL, or a bare host:port; the default is redis://127.0.0.1:6379. Every
+duration takes a unit: "30s", "1m", "500ms".
 
 ` + exitStatuses,
+		// cobra prints it for --version, with the template below.
+		Version:       versionText(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
+		PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+			g.log, g.flush = newLogger(g.verbose, cmd.ErrOrStderr())
+		},
 	}
+	root.SetVersionTemplate(`{{.Version}}`)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	def := os.Getenv("REDIS_URL")
@@ -140,9 +171,14 @@ unix:// URL, or a bare host:port; the default is redis://127.0.0.1:6379.
 	}
 	root.PersistentFlags().StringVar(&g.redis, "redis", def, "Redis URL (redis://[user:pass@]host:port/db, rediss://..., unix://...) or host:port; default $REDIS_URL")
 	root.PersistentFlags().StringVar(&g.prefix, "prefix", lease.DefaultKeyPrefix, "prefix of every key, as lease.WithKeyPrefix")
+	root.PersistentFlags().CountVarP(&g.verbose, "verbose", "v", "run, elect: log to stderr what the lease does: -v its acquisition, failed renewals, release and loss; "+
+		"-vv also every renewal")
+	// Declared here so that -v stays --verbose's and the usage line says
+	// what it does; cobra prints the version when it is set.
+	root.Flags().Bool("version", false, "print tenure's version, the commit it was built from, and its Go version")
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g))
-	return root
+	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g), newVersionCmd())
+	return root, g
 }
 
 // parseRedis turns --redis into client options: a URL as go-redis's

@@ -108,7 +108,21 @@ func TestExitStatuses(t *testing.T) {
 		{"no command", []string{"run", "s1"}, exitUsage, "NAME -- COMMAND"},
 		{"no dash", []string{"run", "s1", "true"}, exitUsage, "NAME -- COMMAND"},
 		{"bad flag", []string{"run", "--nope", "s1", "--", "true"}, exitUsage, "unknown flag"},
-		{"bad duration", []string{"run", "--wait", "soon", "s1", "--", "true"}, exitUsage, "not a duration"},
+		{"bad duration", []string{"run", "--wait", "soon", "s1", "--", "true"}, exitUsage, `"soon" is neither a duration nor "forever"`},
+		{"wait never", []string{"run", "--wait", "never", "s1", "--", "true"}, exitUsage,
+			`--wait takes a duration with a unit ("10s", "1m", "1h30m"), 0 for one attempt, or "forever"`},
+		{"ttl without a unit", []string{"run", "--ttl", "5", "s1", "--", "true"}, exitUsage, `duration "5" has no unit: say "5s"`},
+		{"grace without a unit", []string{"elect", "--grace", "1.5", "s1", "--", "true"}, exitUsage, `duration "1.5" has no unit: say "1.5s"`},
+		{"wait without a unit", []string{"run", "--wait", "10", "s1", "--", "true"}, exitUsage, `duration "10" has no unit`},
+		{"release timeout without a unit", []string{"run", "--release-timeout", "2", "s1", "--", "true"}, exitUsage, `duration "2" has no unit`},
+		{"interval without a unit", []string{"status", "--watch", "--interval", "1", "s1"}, exitUsage, `duration "1" has no unit`},
+		{"elect has no --wait", []string{"elect", "--wait", "1s", "s1", "--", "true"}, exitUsage, "unknown flag: --wait"},
+		{"unclosed class", []string{"list", "["}, exitUsage, `bad PATTERN "[": the [ at byte 0 opens a class that no ] closes`},
+		{"trailing backslash", []string{"list", `s\`}, exitUsage, `bad PATTERN "s\\": it ends in a backslash`},
+		{"observe with a command", []string{"elect", "--observe", "s1", "--", "true"}, exitUsage, "--observe takes NAME alone"},
+		{"observe with a candidate's flag", []string{"elect", "--observe", "--ttl", "5s", "s1"}, exitUsage, "--ttl is a candidate's"},
+		{"status of two names", []string{"status", "s1", "s2"}, exitUsage, "only --watch takes several"},
+		{"interval without --watch", []string{"status", "--interval", "1s", "s1"}, exitUsage, "--interval is --watch's"},
 		{"short ttl", []string{"run", "--ttl", "1ms", "s1", "--", "true"}, exitUsage, "below the minimum"},
 		{"grace too long", []string{"run", "--ttl", "300ms", "--grace", "1s", "s1", "--", "true"}, exitUsage, "the largest --grace for --ttl 300ms is 170ms"},
 		{"grace just too long", []string{"elect", "--ttl", "30s", "--grace", "17.199s", "s1", "--", "true"}, exitUsage, "the largest --grace for --ttl 30s is 17.198s"},
@@ -233,37 +247,64 @@ func exitOf(t *testing.T, c *exec.Cmd, within time.Duration) int {
 // so), then SIGKILL (nothing else could end it), its whole process group
 // with it, all before tenure exits 77.
 func TestLostLeaseStopsCommand(t *testing.T) {
-	c := client(t)
-	ctx := context.Background()
-	dir := t.TempDir()
-	pidFile, termFile := filepath.Join(dir, "pid"), filepath.Join(dir, "term")
-	cmd := tenure("run", "--ttl", "3s", "--grace", "1s", "lost", "--",
-		"sh", "-c", `trap 'echo term >> "$2"' TERM; echo $$ > "$1"; while :; do sleep 0.05; done`, "sh", pidFile, termFile)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		how  string
+		do   func(ctx context.Context, c *redis.Client, key string) error
+		why  string // the reason tenure must give
+		left string // what the key must hold afterwards
+	}{
+		{"taken over", func(ctx context.Context, c *redis.Client, key string) error {
+			return c.Set(ctx, key, "intruder", time.Minute).Err()
+		}, "it was taken over by another holder (the server holds another token)", "intruder"},
+		{"deleted", func(ctx context.Context, c *redis.Client, key string) error {
+			return c.Del(ctx, key).Err()
+		}, "its key was deleted, or expired on the server (the server no longer has it)", ""},
+	} {
+		t.Run(tc.how, func(t *testing.T) {
+			c := client(t)
+			ctx := context.Background()
+			dir := t.TempDir()
+			name := "lost-" + strings.ReplaceAll(tc.how, " ", "-")
+			key := "tenure:{" + name + "}"
+			pidFile, termFile := filepath.Join(dir, "pid"), filepath.Join(dir, "term")
+			cmd := tenure("run", "--ttl", "3s", "--grace", "1s", name, "--",
+				"sh", "-c", `trap 'echo term >> "$2"' TERM; echo $$ > "$1"; while :; do sleep 0.05; done`, "sh", pidFile, termFile)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid, _ := strconv.Atoi(waitFile(t, pidFile, 1, 5*time.Second)[0])
+			t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
+			if err := tc.do(ctx, c, key); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { c.Del(ctx, key) })
+			// A renewal (every second) finds the loss.
+			if code := exitOf(t, cmd, 20*time.Second); code != exitLost {
+				t.Errorf("status %d, want %d; stderr: %s", code, exitLost, stderr.String())
+			}
+			if data, _ := os.ReadFile(termFile); string(data) != "term\n" {
+				t.Errorf("the command's SIGTERM record is %q, want one SIGTERM before the SIGKILL", data)
+			}
+			if live := liveInGroup(pid); len(live) > 0 {
+				t.Errorf("the command's process group still has live processes: %v", live)
+			}
+			if v, _ := c.Get(ctx, key).Result(); v != tc.left {
+				t.Errorf("the key holds %q, want %q", v, tc.left)
+			}
+			// The loss is reported with its reason, in the notice and in
+			// the last word.
+			for _, want := range []string{
+				fmt.Sprintf(`the lease on %q was lost: %s; sent SIGTERM`, name, tc.why),
+				fmt.Sprintf(`the lease on %q was lost while the command ran: %s`, name, tc.why),
+			} {
+				if !strings.Contains(stderr.String(), want) {
+					t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+				}
+			}
+		})
 	}
-	pid, _ := strconv.Atoi(waitFile(t, pidFile, 1, 5*time.Second)[0])
-	t.Cleanup(func() { _ = syscall.Kill(-pid, syscall.SIGKILL) })
-	if err := c.Set(ctx, "tenure:{lost}", "intruder", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Del(ctx, "tenure:{lost}") })
-	// A renewal (every second) finds the loss.
-	if code := exitOf(t, cmd, 20*time.Second); code != exitLost {
-		t.Errorf("status %d, want %d; stderr: %s", code, exitLost, stderr.String())
-	}
-	if data, _ := os.ReadFile(termFile); string(data) != "term\n" {
-		t.Errorf("the command's SIGTERM record is %q, want one SIGTERM before the SIGKILL", data)
-	}
-	if live := liveInGroup(pid); len(live) > 0 {
-		t.Errorf("the command's process group still has live processes: %v", live)
-	}
-	if v, _ := c.Get(ctx, "tenure:{lost}").Result(); v != "intruder" {
-		t.Errorf("the new holder's key is %q", v)
-	}
-	t.Logf("stderr: %s", stderr.String())
 }
 
 // TestSignalPassedOn: SIGTERM to tenure reaches the command, whose status
@@ -337,8 +378,12 @@ func TestStatusListRelease(t *testing.T) {
 		t.Errorf("list text: %d\n%s", code, out)
 	}
 	code, out, _ = result(t, tenure("status", "inspect-lease"))
-	if code != 0 || !strings.Contains(out, "kind    lease") || !strings.Contains(out, strconv.FormatInt(l.Fence(), 10)) {
+	if code != 0 || !strings.Contains(out, "kind     lease") || !strings.Contains(out, strconv.FormatInt(l.Fence(), 10)) {
 		t.Errorf("status: %d\n%s", code, out)
+	}
+	// The waiters are "waiting", as in the JSON.
+	if !strings.Contains(out, "waiting  0") || strings.Contains(out, "queued") {
+		t.Errorf("status does not call the waiters as its JSON does (waiting):\n%s", out)
 	}
 	code, out, _ = result(t, tenure("status", "--json", "nobody-holds-this"))
 	if code != 0 || !strings.Contains(out, `"kind": "free"`) {

@@ -29,7 +29,7 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 // childFlags are the flags of the subcommands that run a command.
 type childFlags struct {
 	ttl   durationFlag
-	grace graceFlag
+	grace derivedDuration
 }
 
 func (f *childFlags) add(cmd *cobra.Command) {
@@ -62,23 +62,23 @@ func (f *childFlags) timing() stopTiming {
 	return t
 }
 
-// graceFlag is --grace: a duration, remembered as set, since its default
-// depends on --ttl.
-type graceFlag struct {
+// derivedDuration is a duration flag whose default depends on --ttl
+// (--grace, --release-timeout): remembered as set or not.
+type derivedDuration struct {
 	d   time.Duration
 	set bool
 }
 
 // String is empty while unset, so that --help shows the usage's
 // TTL-dependent default and not a misleading constant.
-func (f *graceFlag) String() string {
+func (f *derivedDuration) String() string {
 	if !f.set {
 		return ""
 	}
 	return f.d.String()
 }
-func (f *graceFlag) Type() string { return "duration" }
-func (f *graceFlag) Set(s string) error {
+func (f *derivedDuration) Type() string { return "duration" }
+func (f *derivedDuration) Set(s string) error {
 	d, err := parseDuration(s)
 	if err != nil {
 		return err
@@ -148,8 +148,10 @@ func nameAndCommand(cmd *cobra.Command, args []string) (string, []string, error)
 
 func newRunCmd(g *globals) *cobra.Command {
 	var (
-		f    childFlags
-		wait = waitFlag{forever: true}
+		f              childFlags
+		wait           = waitFlag{forever: true}
+		releaseTimeout derivedDuration
+		holder         string
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] NAME -- COMMAND [ARGS...]",
@@ -177,6 +179,19 @@ default 30s TTL.
 When COMMAND exits, whatever it left running in its group is killed (SIGKILL)
 before the lease is released; if the release finds that another holder took
 NAME over meanwhile, tenure exits with status 77, not COMMAND's status.
+tenure waits --release-timeout for Redis to confirm the release, default
+min(TTL, 2s): a release is one round trip, milliseconds on a reachable server,
+and past the TTL the lease has expired on Redis anyway. When no reply comes in
+time (Redis unreachable, slow or paused) tenure says so and exits: whether the
+release took effect is then unknown, and if it did not, the lease expires by
+its TTL.
+
+A loss is always reported on stderr with its reason: the lease's key was
+deleted (or expired on the server), another holder took it over, or Redis did
+not confirm a renewal in time (unreachable, slow or paused). --holder names who
+holds it (default host/pid): it is stored with the lease, and status and list
+show it. -v logs the acquisition, failed renewals, the
+release and the loss; -vv every renewal too.
 
 On Linux, COMMAND runs under a small guard process (tenure itself) that kills
 the whole group when tenure dies in any way, SIGKILL and the OOM killer
@@ -202,13 +217,36 @@ group (setsid, a daemon) escapes tenure everywhere.
 			if err := f.check(); err != nil {
 				return err
 			}
-			return runUnderLease(g, name, argv, f, wait, cmd.ErrOrStderr())
+			rt := releaseBound(time.Duration(f.ttl))
+			if releaseTimeout.set {
+				if releaseTimeout.d <= 0 {
+					return fail(exitUsage, "--release-timeout must be above 0")
+				}
+				rt = releaseTimeout.d
+			}
+			return runUnderLease(g, name, argv, f, wait, rt, holder, cmd.ErrOrStderr())
 		},
 	}
 	f.add(cmd)
-	cmd.Flags().Var(&wait, "wait", `how long to wait for NAME while it is held: a duration, 0 for one attempt, or "forever"`)
+	cmd.Flags().Var(&wait, "wait", `how long to wait for NAME while it is held: a duration ("10s", "1m"), 0 for one attempt, or "forever"`)
+	cmd.Flags().Var(&releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the release after COMMAND exits; "+
+		"then tenure exits, the release's outcome unknown (the lease expires by its TTL); default min(TTL, 2s)")
+	host, _ := os.Hostname()
+	cmd.Flags().StringVar(&holder, "holder", fmt.Sprintf("%s/%d", host, os.Getpid()),
+		"who holds the lease, stored with it at no extra round trip and shown by status and list")
 	return cmd
 }
+
+// maxReleaseWait is the default --release-timeout for TTLs from 2s up.
+const maxReleaseWait = 2 * time.Second
+
+// releaseBound is the default --release-timeout: min(TTL, 2s). Waiting
+// longer than the TTL gains nothing, since by then the key has expired on
+// Redis whether or not the release arrived; and a release is one round
+// trip, which a reachable server answers in milliseconds, so 2s is ample
+// for it and short enough not to hold up the script that runs tenure when
+// Redis is paused or cut off.
+func releaseBound(ttl time.Duration) time.Duration { return min(ttl, maxReleaseWait) }
 
 // sigRouter receives tenure's signals: it forwards them to the command's
 // process group while one runs, and otherwise cancels the wait.
@@ -267,7 +305,7 @@ func signalStatus(s os.Signal) int {
 	return exitError
 }
 
-func runUnderLease(g *globals, name string, argv []string, f childFlags, wait waitFlag, stderr io.Writer) error {
+func runUnderLease(g *globals, name string, argv []string, f childFlags, wait waitFlag, releaseTimeout time.Duration, holder string, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := newSigRouter(cancel)
@@ -278,8 +316,12 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 		return err
 	}
 	defer client.Close()
-	m, err := lease.New(client, lease.WithKeyPrefix(g.prefix), lease.WithTTL(time.Duration(f.ttl)),
-		lease.WithLogger(slog.New(slog.DiscardHandler)))
+	ttl := time.Duration(f.ttl)
+	w := newLeaseWatch(g.log, ttl)
+	// The library's own logger stays silent: the hooks log the same events
+	// (a loss with its reason) for -v, and tenure reports a loss anyway.
+	m, err := lease.New(client, lease.WithKeyPrefix(g.prefix), lease.WithTTL(ttl), lease.WithHolder(holder),
+		lease.WithLogger(slog.New(slog.DiscardHandler)), lease.WithHooks(w.hooks()))
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -307,32 +349,52 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	}
 
 	env := append(os.Environ(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
-	code, lost, err := supervise(argv, env, sigs, l.Context(), l.Deadline, f.timing(), stderr)
-	rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer rcancel()
-	rerr := l.Release(rctx)
+	describe := func(cause error) string { return fmt.Sprintf("the lease on %q was lost: %s", name, w.why(l, cause)) }
+	code, lost, err := supervise(argv, env, sigs, l.Context(), l.Deadline, f.timing(), describe, stderr)
+	answered, rerr := release(l, releaseTimeout)
+	if !answered {
+		fmt.Fprintf(stderr, "tenure: releasing %q: no reply from Redis within --release-timeout %v; "+
+			"whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n", name, releaseTimeout, ttl)
+	}
 	if err != nil {
 		return err
 	}
 	if lost != nil {
-		return fail(exitLost, "the lease on %q was lost while the command ran (%s); the command was stopped", name, bare(lost))
+		return fail(exitLost, "the lease on %q was lost while the command ran: %s; the command was stopped", name, w.why(l, lost))
 	}
 	if errors.Is(rerr, lease.ErrLost) {
-		// The command ran to its end, but the release found the name
-		// taken over (or the lease lost as the command ended): another
+		// The command ran to its end, but the lease was found lost: another
 		// holder may have acted while it ran, so its success proves
 		// nothing.
-		return fail(exitLost, "the lease on %q was found lost when it was released after the command exited with status %d (%s)", name, code, bare(rerr))
+		if info, ok := w.ended(l, time.Second); ok && info.Loss != "" {
+			// Lost between the command's end and the release.
+			return fail(exitLost, "the lease on %q was lost as the command exited with status %d, before it was released: %s",
+				name, code, lossText(info.Loss))
+		}
+		return fail(exitLost, "the lease on %q was found deleted or taken over by another holder when it was released, "+
+			"after the command exited with status %d: the server no longer had our token, so another holder may have held %q while the command ran",
+			name, code, name)
 	}
-	if rerr != nil && !errors.Is(rerr, lease.ErrNotHeld) {
-		fmt.Fprintf(stderr, "tenure: releasing %q: %v (it expires by its TTL)\n", name, rerr)
+	if rerr != nil && answered && !errors.Is(rerr, lease.ErrNotHeld) {
+		fmt.Fprintf(stderr, "tenure: releasing %q: %v; whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n",
+			name, rerr, ttl)
 	}
 	return status(code)
 }
 
+// release releases l, waiting up to timeout; answered is false when the
+// time ran out first (Redis unreachable, slow or paused), which leaves the
+// release's outcome unknown.
+func release(l *lease.Lease, timeout time.Duration) (answered bool, err error) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	err = l.Release(ctx)
+	return ctx.Err() == nil, err
+}
+
 // errNearDeadline is the cause of a stop that tenure started because no
 // renewal had moved the lease's local deadline out of --grace's reach.
-var errNearDeadline = errors.New("no renewal of the lease was confirmed in time")
+var errNearDeadline = errors.New("Redis did not confirm a renewal in time (unreachable, slow or paused)")
 
 // supervise runs argv in a process group of its own, passes tenure's
 // signals to it, and stops it by the lease's local deadline, which
@@ -342,7 +404,9 @@ var errNearDeadline = errors.New("no renewal of the lease was confirmed in time"
 // the deadline, after which another holder may get the name. It returns
 // the command's exit status (128+N when killed by signal N) and, when
 // tenure stopped the command, why: ctx's cause, or errNearDeadline.
-func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, deadline func() time.Time, t stopTiming, stderr io.Writer) (code int, lost error, err error) {
+// describe turns ctx's cause into the notice printed when ctx ends.
+func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, deadline func() time.Time, t stopTiming,
+	describe func(cause error) string, stderr io.Writer) (code int, lost error, err error) {
 	c := exec.Command(argv[0], argv[1:]...)
 	if c.Err != nil {
 		return 0, nil, execFailure(c.Err)
@@ -355,13 +419,15 @@ func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, deadlin
 	defer sigs.setChild(0)
 
 	// The notice goes out from a goroutine of its own: a stderr that
-	// blocks (a pipe nobody reads) must not hold back the SIGKILL.
-	notice := make(chan string, 1)
+	// blocks (a pipe nobody reads) must not hold back the SIGKILL; nor
+	// must working out the notice's words (describe may wait a moment for
+	// the lease's report of why it was lost).
+	notice := make(chan func() string, 1)
 	wrote := make(chan struct{})
 	go func() {
 		defer close(wrote)
 		for s := range notice {
-			fmt.Fprintln(stderr, s)
+			fmt.Fprintln(stderr, s())
 		}
 	}()
 	defer func() {
@@ -369,11 +435,13 @@ func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, deadlin
 		<-wrote
 	}()
 	var termed, killed bool
-	term := func(why string, dl time.Time) {
+	term := func(why func() string, dl time.Time) {
 		termed = true
 		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-		notice <- fmt.Sprintf("tenure: %s; sent SIGTERM to the command, SIGKILL in %v",
-			why, max(0, time.Until(dl.Add(-t.killMargin))).Round(time.Millisecond))
+		in := max(0, time.Until(dl.Add(-t.killMargin))).Round(time.Millisecond)
+		notice <- func() string {
+			return fmt.Sprintf("tenure: %s; sent SIGTERM to the command, SIGKILL in %v", why(), in)
+		}
 	}
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
@@ -390,7 +458,11 @@ func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, deadlin
 		now := time.Now()
 		if !termed && !now.Before(termAt) {
 			lost = errNearDeadline
-			term(fmt.Sprintf("%v; the lease's local deadline is in %v", errNearDeadline, dl.Sub(now).Round(time.Millisecond)), dl)
+			left := dl.Sub(now).Round(time.Millisecond)
+			term(func() string {
+				return fmt.Sprintf("Redis has not confirmed a renewal of the lease in time (unreachable, slow or paused), "+
+					"and its local deadline is in %v", left)
+			}, dl)
 		}
 		if !killed && !now.Before(killAt) {
 			killed = true
@@ -416,7 +488,8 @@ func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, deadlin
 			ended = nil
 			lost = context.Cause(ctx)
 			if !termed {
-				term(bare(lost), deadline())
+				cause := lost
+				term(func() string { return describe(cause) }, deadline())
 			}
 		case <-wake:
 		}
@@ -447,10 +520,12 @@ func newElectCmd(g *globals) *cobra.Command {
 	var (
 		f        childFlags
 		identity string
+		observe  bool
 	)
 	host, _ := os.Hostname()
 	cmd := &cobra.Command{
-		Use:   "elect [flags] NAME -- COMMAND [ARGS...]",
+		Use: `elect [flags] NAME -- COMMAND [ARGS...]
+  tenure elect --observe NAME`,
 		Short: "Run a command only while this process is the elected leader of NAME",
 		Long: `Campaign for NAME among every "tenure elect" (and every program using package
 election) on the same Redis, and run COMMAND while this process leads, with
@@ -466,12 +541,32 @@ is lost; tenure then exits with status 77, and a supervisor restarting it makes
 it a candidate again. As with "tenure run", what COMMAND leaves in its group is
 killed when it exits, and on Linux a guard kills the group if tenure dies.
 Signals are passed to COMMAND while it runs; before that they end the campaign.
+A loss of leadership is reported on stderr with its reason, as in "tenure run".
 
-` + exitStatuses,
+With --observe, tenure does not campaign: it prints the current leader of NAME,
+then a line for every change of leader (a new term, or no leader), each with
+its time, until SIGINT or SIGTERM ends it with status 0. It learns of changes
+from the election's change and release messages, as candidates do, and reads
+the leader record again at least every second, in case a message was lost or
+a leader died without letting go (then the change shows when its lease
+expires). A term that begins and ends between two reads may go unseen, and
+while Redis does not answer nothing new is printed.
+
+` + electExitStatuses,
 		Example: `  # one scheduler among three hosts; the others take over within --ttl if it dies
-  tenure elect --ttl 10s --identity "$(hostname)" scheduler -- ./scheduler`,
+  tenure elect --ttl 10s --identity "$(hostname)" scheduler -- ./scheduler
+
+  # follow who leads it
+  tenure elect --observe scheduler`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if observe {
+				name, err := observeArgs(cmd, args)
+				if err != nil {
+					return err
+				}
+				return observeLeader(g, name, cmd.OutOrStdout())
+			}
 			name, argv, err := nameAndCommand(cmd, args)
 			if err != nil {
 				return err
@@ -487,7 +582,25 @@ Signals are passed to COMMAND while it runs; before that they end the campaign.
 	}
 	f.add(cmd)
 	cmd.Flags().StringVar(&identity, "identity", fmt.Sprintf("%s/%d", host, os.Getpid()), "this candidate's identity in the leader record")
+	cmd.Flags().BoolVar(&observe, "observe", false, "do not campaign: print every change of leader of NAME until SIGINT")
 	return cmd
+}
+
+// observeArgs checks "elect --observe NAME": a name, no command, and none
+// of the flags of a candidate, which would do nothing.
+func observeArgs(cmd *cobra.Command, args []string) (string, error) {
+	if len(args) != 1 || cmd.ArgsLenAtDash() >= 0 {
+		return "", fail(exitUsage, "--observe takes NAME alone, no COMMAND: it does not campaign (see '%s --help')", cmd.CommandPath())
+	}
+	for _, fl := range []string{"ttl", "grace", "identity"} {
+		if cmd.Flags().Changed(fl) {
+			return "", fail(exitUsage, "--%s is a candidate's: it means nothing with --observe, which does not campaign", fl)
+		}
+	}
+	if err := checkName(args[0]); err != nil {
+		return "", fail(exitUsage, "%v", err)
+	}
+	return args[0], nil
 }
 
 func runElected(g *globals, name, identity string, argv []string, f childFlags, stderr io.Writer) error {
@@ -501,7 +614,9 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 		return err
 	}
 	defer client.Close()
-	m, err := lease.New(client, lease.WithKeyPrefix(g.prefix), lease.WithLogger(slog.New(slog.DiscardHandler)))
+	w := newLeaseWatch(g.log, time.Duration(f.ttl))
+	m, err := lease.New(client, lease.WithKeyPrefix(g.prefix), lease.WithLogger(slog.New(slog.DiscardHandler)),
+		lease.WithHooks(w.hooks()))
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -532,14 +647,18 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 			}
 			env := append(os.Environ(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(rec.Fence, 10),
 				"TENURE_IDENTITY="+identity)
-			code, lost, err := supervise(argv, env, sigs, lctx, l.Deadline, f.timing(), stderr)
+			describe := func(cause error) string {
+				return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, rec.Fence, w.why(l, cause))
+			}
+			code, lost, err := supervise(argv, env, sigs, lctx, l.Deadline, f.timing(), describe, stderr)
 			switch {
 			case err != nil:
 				result = err
 			case lost != nil:
-				result = fail(exitLost, "leadership of %q (term %d) was lost while the command ran (%s); the command was stopped", name, rec.Fence, bare(lost))
+				result = fail(exitLost, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
+					name, rec.Fence, w.why(l, lost))
 			default:
-				result = confirmHeld(l, name, rec.Fence, code, stderr)
+				result = confirmHeld(l, w, name, rec.Fence, code, stderr)
 			}
 		},
 		OnNewLeader: func(id string) {
@@ -566,13 +685,18 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 // unseen. An empty transaction guarded by the lease reads the key instead:
 // if it still holds this lease's token, nobody else held the name while the
 // command ran.
-func confirmHeld(l *lease.Lease, name string, term int64, code int, stderr io.Writer) error {
+func confirmHeld(l *lease.Lease, w *leaseWatch, name string, term int64, code int, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := l.Exec(ctx, func(redis.Pipeliner) error { return nil })
 	switch {
 	case errors.Is(err, lease.ErrLost):
-		return fail(exitLost, "leadership of %q (term %d) was found lost after the command exited with status %d (%s)", name, term, code, bare(err))
+		why := "it was deleted or taken over by another holder (the server no longer had our token), " +
+			"so another holder may have led while the command ran"
+		if info, ok := w.ended(l, time.Second); ok && info.Loss == lease.LossExpired {
+			why = lossText(info.Loss)
+		}
+		return fail(exitLost, "leadership of %q (term %d) was found lost after the command exited with status %d: %s", name, term, code, why)
 	case err != nil:
 		fmt.Fprintf(stderr, "tenure: confirming the leadership of %q after the command: %v\n", name, err)
 	}

@@ -147,7 +147,7 @@ func TestCutOffHolderStopsBeforeExpiry(t *testing.T) {
 	if code := exitOf(t, a, 30*time.Second); code != exitLost {
 		t.Errorf("the cut-off holder exited %d, want %d; stderr: %s", code, exitLost, stderrA.String())
 	}
-	if !strings.Contains(stderrA.String(), "no renewal of the lease was confirmed") {
+	if !strings.Contains(stderrA.String(), "has not confirmed a renewal of the lease in time (unreachable, slow or paused)") {
 		t.Errorf("the cut-off holder did not say why it stopped the command: %s", stderrA.String())
 	}
 	waitGone(t, pgid, 10*time.Second)
@@ -229,6 +229,9 @@ func TestTakeoverFoundAtRelease(t *testing.T) {
 			}
 			if code := exitOf(t, cmd, 20*time.Second); code != exitLost {
 				t.Errorf("status %d after a takeover found at the end, want %d; stderr: %s", code, exitLost, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), "deleted or taken over by another holder") {
+				t.Errorf("tenure does not say the lease was taken over: %s", stderr.String())
 			}
 			if v, _ := c.Get(ctx, key).Result(); v != "intruder" {
 				t.Errorf("the intruder's key is %q", v)

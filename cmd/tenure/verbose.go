@@ -1,0 +1,219 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// newLogger returns the logger of -v (level Info) and -vv (Debug: every
+// renewal too), writing text to w from a goroutine of its own; without -v
+// it discards everything. flush writes what is queued and stops the
+// goroutine; records logged after it are dropped.
+func newLogger(verbosity int, w io.Writer) (log *slog.Logger, flush func()) {
+	if verbosity <= 0 {
+		return slog.New(slog.DiscardHandler), func() {}
+	}
+	level := slog.LevelInfo
+	if verbosity > 1 {
+		level = slog.LevelDebug
+	}
+	q := &logQueue{ch: make(chan queued, 256), done: make(chan struct{})}
+	go q.run()
+	h := slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})
+	return slog.New(&queueHandler{h: h, q: q}), q.close
+}
+
+// logQueue carries records to the goroutine that writes them. The lease's
+// hooks log from its watchdog's goroutines, which must not block: they
+// keep the lease's local deadline, and a stderr that nobody reads (a full
+// pipe) must not hold them up. So a record is queued, and dropped (and
+// counted) when the queue is full.
+type logQueue struct {
+	mu      sync.RWMutex
+	closed  bool
+	ch      chan queued
+	done    chan struct{}
+	dropped atomic.Int64
+}
+
+type queued struct {
+	h slog.Handler
+	r slog.Record
+}
+
+func (q *logQueue) put(h slog.Handler, r slog.Record) {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if q.closed {
+		return
+	}
+	select {
+	case q.ch <- queued{h, r.Clone()}:
+	default:
+		q.dropped.Add(1)
+	}
+}
+
+func (q *logQueue) run() {
+	defer close(q.done)
+	ctx := context.Background()
+	for e := range q.ch {
+		if n := q.dropped.Swap(0); n > 0 {
+			r := slog.NewRecord(time.Now(), slog.LevelWarn, "log records dropped: stderr was not read fast enough", 0)
+			r.AddAttrs(slog.Int64("dropped", n))
+			_ = e.h.Handle(ctx, r)
+		}
+		_ = e.h.Handle(ctx, e.r)
+	}
+}
+
+func (q *logQueue) close() {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.ch)
+	}
+	q.mu.Unlock()
+	<-q.done
+}
+
+// queueHandler is a slog.Handler that hands its records to a logQueue.
+type queueHandler struct {
+	h slog.Handler
+	q *logQueue
+}
+
+func (h *queueHandler) Enabled(ctx context.Context, l slog.Level) bool { return h.h.Enabled(ctx, l) }
+
+func (h *queueHandler) Handle(_ context.Context, r slog.Record) error {
+	h.q.put(h.h, r)
+	return nil
+}
+
+func (h *queueHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return &queueHandler{h: h.h.WithAttrs(as), q: h.q}
+}
+
+func (h *queueHandler) WithGroup(name string) slog.Handler {
+	return &queueHandler{h: h.h.WithGroup(name), q: h.q}
+}
+
+// leaseWatch receives a manager's hooks: it logs what the leases do (shown
+// with -v) and keeps how each one ended, since a lease's context says only
+// that it was lost (lease.ErrLost), not why, and tenure always says why.
+type leaseWatch struct {
+	log *slog.Logger
+	ttl time.Duration
+
+	mu   sync.Mutex
+	ends map[*lease.Lease]*leaseEnd
+}
+
+// leaseEnd is how a lease ended; done is closed once info is set.
+type leaseEnd struct {
+	done chan struct{}
+	info lease.EndInfo
+}
+
+func newLeaseWatch(log *slog.Logger, ttl time.Duration) *leaseWatch {
+	return &leaseWatch{log: log, ttl: ttl, ends: map[*lease.Lease]*leaseEnd{}}
+}
+
+func (w *leaseWatch) end(l *lease.Lease) *leaseEnd {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	e := w.ends[l]
+	if e == nil {
+		e = &leaseEnd{done: make(chan struct{})}
+		w.ends[l] = e
+	}
+	return e
+}
+
+// hooks are the manager's hooks. They only queue log records and record
+// ends: they run on the watchdog's goroutines and must not block.
+func (w *leaseWatch) hooks() lease.Hooks {
+	return lease.Hooks{
+		AcquireDone: func(_ context.Context, info lease.AcquireInfo) {
+			if info.Lease == nil {
+				w.log.Debug("not acquired", "name", info.Name, "attempts", info.Attempts, "error", info.Err)
+				return
+			}
+			w.log.Info("acquired", "name", info.Name, "fence", info.Lease.Fence(), "ttl", w.ttl,
+				"waited", info.Waited.Round(time.Millisecond), "attempts", info.Attempts)
+		},
+		Renewed: func(l *lease.Lease, err error) {
+			left := time.Until(l.Deadline()).Round(time.Millisecond)
+			if err != nil {
+				w.log.Warn("renewal failed; retrying until the local deadline", "name", l.Name(), "fence", l.Fence(),
+					"deadline_in", left, "error", err)
+				return
+			}
+			w.log.Debug("renewed", "name", l.Name(), "fence", l.Fence(), "deadline_in", left)
+		},
+		ReleaseDone: func(_ context.Context, l *lease.Lease, err error) {
+			if err != nil {
+				w.log.Warn("release failed", "name", l.Name(), "fence", l.Fence(), "error", err)
+				return
+			}
+			w.log.Info("released", "name", l.Name(), "fence", l.Fence())
+		},
+		Ended: func(l *lease.Lease, info lease.EndInfo) {
+			e := w.end(l)
+			e.info = info
+			close(e.done)
+			if info.Loss != "" {
+				w.log.Warn("lease lost", "name", l.Name(), "fence", l.Fence(), "reason", string(info.Loss),
+					"why", lossText(info.Loss), "held", info.Held.Round(time.Millisecond))
+				return
+			}
+			w.log.Debug("lease ended", "name", l.Name(), "fence", l.Fence(), "cause", info.Cause,
+				"held", info.Held.Round(time.Millisecond))
+		},
+	}
+}
+
+// ended returns how l ended, waiting up to wait for the Ended hook: the
+// lease cancels its context just before it calls the hook.
+func (w *leaseWatch) ended(l *lease.Lease, wait time.Duration) (lease.EndInfo, bool) {
+	e := w.end(l)
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-e.done:
+		return e.info, true
+	case <-t.C:
+		return lease.EndInfo{}, false
+	}
+}
+
+// why says, in words, why a command under l was stopped: cause is the
+// context's cause that supervise returned, or errNearDeadline.
+func (w *leaseWatch) why(l *lease.Lease, cause error) string {
+	if errors.Is(cause, lease.ErrLost) {
+		if info, ok := w.ended(l, time.Second); ok && info.Loss != "" {
+			return lossText(info.Loss)
+		}
+	}
+	return bare(cause)
+}
+
+// lossText is the reason of a loss, for the messages tenure prints.
+func lossText(r lease.LossReason) string {
+	switch r {
+	case lease.LossDeleted:
+		return "its key was deleted, or expired on the server (the server no longer has it)"
+	case lease.LossTakenOver:
+		return "it was taken over by another holder (the server holds another token)"
+	case lease.LossExpired:
+		return "Redis did not confirm a renewal before the lease's local deadline (unreachable, slow or paused)"
+	}
+	return "lost (" + string(r) + ")"
+}

@@ -1,0 +1,171 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// TestVerbose: without -v a run that goes well prints nothing; -v logs the
+// acquisition (name, fence, TTL) and the release but no renewal; -vv logs
+// the renewals too. The command outlives the TTL, so a status of 0 proves
+// that renewals were confirmed (without one, it would have been stopped).
+func TestVerbose(t *testing.T) {
+	run := func(verbosity ...string) string {
+		t.Helper()
+		args := append(verbosity, "run", "--ttl", "1s", "verbose", "--", "sleep", "1.2")
+		code, _, stderr := result(t, tenure(args...))
+		if code != 0 {
+			t.Fatalf("%v: status %d, want 0; stderr: %s", args, code, stderr)
+		}
+		return stderr
+	}
+	if stderr := run(); stderr != "" {
+		t.Errorf("without -v, stderr is %q", stderr)
+	}
+	stderr := run("-v")
+	for _, want := range []string{"msg=acquired name=verbose fence=", "ttl=1s", "msg=released name=verbose"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("-v: stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "msg=renewed") {
+		t.Errorf("-v logs renewals, which are -vv's:\n%s", stderr)
+	}
+	stderr = run("--verbose", "--verbose")
+	for _, want := range []string{"msg=acquired name=verbose", "level=DEBUG msg=renewed name=verbose", "msg=released name=verbose"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("-vv: stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	// -v comes after the subcommand too, as every global flag does.
+	code, _, stderr := result(t, tenure("run", "-v", "verbose", "--", "true"))
+	if code != 0 || !strings.Contains(stderr, "msg=acquired name=verbose") {
+		t.Errorf("run -v: status %d, stderr %q", code, stderr)
+	}
+}
+
+// TestLossText: each reason of a loss reads as the reason, in tenure's
+// messages.
+func TestLossText(t *testing.T) {
+	if s := lossText(lease.LossTakenOver); !strings.Contains(s, "taken over by another holder") {
+		t.Errorf("taken over: %q", s)
+	}
+	if s := lossText(lease.LossDeleted); !strings.Contains(s, "deleted") || strings.Contains(s, "taken over") {
+		t.Errorf("deleted: %q", s)
+	}
+	if s := lossText(lease.LossExpired); !strings.Contains(s, "did not confirm a renewal") || !strings.Contains(s, "unreachable, slow or paused") {
+		t.Errorf("expired: %q", s)
+	}
+}
+
+// TestPausedRedis: Redis is paused (SIGSTOP) while "tenure run" holds a
+// lease. tenure stops the command before the lease's local deadline,
+// saying that Redis did not confirm a renewal, then waits
+// --release-timeout (default min(TTL, 2s)) for the release and exits,
+// saying that the release's outcome is unknown, all while Redis is still
+// paused: the test resumes it only once tenure has exited.
+func TestPausedRedis(t *testing.T) {
+	s := redistest.Start(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := tenure("--redis", s.URL(), "run", "--ttl", "3s", "paused", "--",
+		"sh", "-c", `trap 'exit 0' TERM; echo up > "$1"; while :; do sleep 0.05; done`, "sh", ready)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	waitFile(t, ready, 1, 10*time.Second)
+	s.MustPause(t)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	})
+	code := exitOf(t, cmd, 60*time.Second)
+	if !s.Paused() {
+		t.Fatal("Redis was resumed before tenure exited")
+	}
+	s.MustResume(t)
+	resumed = true
+	out := stderr.String()
+	if code != exitLost {
+		t.Errorf("status %d, want %d; stderr: %s", code, exitLost, out)
+	}
+	for _, want := range []string{
+		"has not confirmed a renewal of the lease in time (unreachable, slow or paused)",
+		`releasing "paused": no reply from Redis within --release-timeout 2s`,
+		"whether the lease was released is unknown",
+		"it expires by its TTL (3s)",
+		`the lease on "paused" was lost while the command ran: Redis did not confirm a renewal in time`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+	// The release message comes before tenure's last word.
+	if i, j := strings.Index(out, "no reply from Redis"), strings.Index(out, "was lost while the command ran"); i < 0 || j < i {
+		t.Errorf("the release's message does not come before the loss's:\n%s", out)
+	}
+}
+
+// TestReleaseTimeoutFlag: --release-timeout is named in the message with
+// the value given, and must be above 0.
+func TestReleaseTimeoutFlag(t *testing.T) {
+	code, _, stderr := result(t, tenure("run", "--release-timeout", "0", "rt", "--", "true"))
+	if code != exitUsage || !strings.Contains(stderr, "--release-timeout must be above 0") {
+		t.Errorf("--release-timeout 0: status %d, stderr %q", code, stderr)
+	}
+	s := redistest.Start(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := tenure("--redis", s.URL(), "run", "--ttl", "30s", "--release-timeout", "300ms", "rt", "--",
+		"sh", "-c", `echo up > "$1"; cat > /dev/null`, "sh", ready)
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	// The command ends when its stdin does, which the test closes once
+	// Redis is paused.
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdin = r
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	r.Close()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	waitFile(t, ready, 1, 10*time.Second)
+	s.MustPause(t)
+	defer func() { _ = s.Resume() }()
+	w.Close()
+	code = exitOf(t, cmd, 60*time.Second)
+	if !s.Paused() {
+		t.Fatal("Redis was resumed before tenure exited")
+	}
+	// The command exited 0 by itself; the lease was still good (TTL 30s),
+	// so tenure exits with the command's status.
+	if code != 0 {
+		t.Errorf("status %d, want the command's 0; stderr: %s", code, errOut.String())
+	}
+	if want := `releasing "rt": no reply from Redis within --release-timeout 300ms`; !strings.Contains(errOut.String(), want) {
+		t.Errorf("stderr lacks %q: %s", want, errOut.String())
+	}
+}
