@@ -73,6 +73,12 @@ type Config struct {
 	// Redis error, and the longest an observer goes without reading the
 	// record (default DefaultRetryPeriod).
 	RetryPeriod time.Duration
+	// ReleaseTimeout bounds the round trips that end a term: the leader
+	// record's deletion and the lease's release, which a paused or
+	// unreachable Redis never answers (default min(5s, TTL): past the TTL
+	// the lease has expired anyway). The Manager's hooks (ReleaseDone) see
+	// the release's outcome.
+	ReleaseTimeout time.Duration
 }
 
 // Callbacks are what Run calls as leadership comes and goes.
@@ -171,6 +177,9 @@ func New(cfg Config) (*Election, error) {
 	}
 	if cfg.RetryPeriod < 0 {
 		return nil, fmt.Errorf("%w: RetryPeriod %v is negative", ErrInvalidConfig, cfg.RetryPeriod)
+	}
+	if cfg.ReleaseTimeout < 0 {
+		return nil, fmt.Errorf("%w: ReleaseTimeout %v is negative", ErrInvalidConfig, cfg.ReleaseTimeout)
 	}
 	prefix := cfg.KeyPrefix
 	if cfg.Manager != nil {
@@ -413,7 +422,7 @@ func (e *Election) keepRecord(lctx context.Context, l *lease.Lease) {
 // holds the name, so a successor's record is never touched), then the
 // lease, whose release wakes the waiting candidates.
 func (e *Election) release(l *lease.Lease, wrote bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.opTimeout())
+	ctx, cancel := context.WithTimeout(context.Background(), e.releaseTimeout())
 	defer cancel()
 	if wrote && l.Err() == nil {
 		_, _ = l.Exec(ctx, func(p redis.Pipeliner) error {
@@ -422,6 +431,14 @@ func (e *Election) release(l *lease.Lease, wrote bool) {
 		})
 	}
 	_ = l.Release(ctx)
+}
+
+// releaseTimeout bounds the round trips that end a term (Config.ReleaseTimeout).
+func (e *Election) releaseTimeout() time.Duration {
+	if e.cfg.ReleaseTimeout > 0 {
+		return e.cfg.ReleaseTimeout
+	}
+	return e.opTimeout()
 }
 
 // opTimeout bounds the round trips a term makes on its own: no longer than

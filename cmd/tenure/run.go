@@ -518,9 +518,10 @@ func exitStatus(ps *os.ProcessState, err error) int {
 
 func newElectCmd(g *globals) *cobra.Command {
 	var (
-		f        childFlags
-		identity string
-		observe  bool
+		f              childFlags
+		identity       string
+		observe        bool
+		releaseTimeout derivedDuration
 	)
 	host, _ := os.Hostname()
 	cmd := &cobra.Command{
@@ -577,10 +578,20 @@ while Redis does not answer nothing new is printed.
 			if identity == "" {
 				return fail(exitUsage, "empty --identity")
 			}
-			return runElected(g, name, identity, argv, f, cmd.ErrOrStderr())
+			rt := releaseBound(time.Duration(f.ttl))
+			if releaseTimeout.set {
+				if releaseTimeout.d <= 0 {
+					return fail(exitUsage, "--release-timeout must be above 0")
+				}
+				rt = releaseTimeout.d
+			}
+			return runElected(g, name, identity, argv, f, rt, cmd.ErrOrStderr())
 		},
 	}
 	f.add(cmd)
+	cmd.Flags().Var(&releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the end of the term (the check that "+
+		"the lease still held, the record's deletion, the release) after COMMAND exits; then tenure exits, the outcome unknown "+
+		"(the lease expires by its TTL); default min(TTL, 2s)")
 	cmd.Flags().StringVar(&identity, "identity", fmt.Sprintf("%s/%d", host, os.Getpid()), "this candidate's identity in the leader record")
 	cmd.Flags().BoolVar(&observe, "observe", false, "do not campaign: print every change of leader of NAME until SIGINT")
 	return cmd
@@ -592,7 +603,7 @@ func observeArgs(cmd *cobra.Command, args []string) (string, error) {
 	if len(args) != 1 || cmd.ArgsLenAtDash() >= 0 {
 		return "", fail(exitUsage, "--observe takes NAME alone, no COMMAND: it does not campaign (see '%s --help')", cmd.CommandPath())
 	}
-	for _, fl := range []string{"ttl", "grace", "identity"} {
+	for _, fl := range []string{"ttl", "grace", "identity", "release-timeout"} {
 		if cmd.Flags().Changed(fl) {
 			return "", fail(exitUsage, "--%s is a candidate's: it means nothing with --observe, which does not campaign", fl)
 		}
@@ -603,7 +614,7 @@ func observeArgs(cmd *cobra.Command, args []string) (string, error) {
 	return args[0], nil
 }
 
-func runElected(g *globals, name, identity string, argv []string, f childFlags, stderr io.Writer) error {
+func runElected(g *globals, name, identity string, argv []string, f childFlags, releaseTimeout time.Duration, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := newSigRouter(cancel)
@@ -622,7 +633,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 	}
 	defer m.Close()
 	e, err := election.New(election.Config{Manager: m, Client: client, KeyPrefix: g.prefix, Name: name,
-		Identity: identity, TTL: time.Duration(f.ttl)})
+		Identity: identity, TTL: time.Duration(f.ttl), ReleaseTimeout: releaseTimeout})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -658,7 +669,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 				result = fail(exitLost, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
 					name, rec.Fence, w.why(l, lost))
 			default:
-				result = confirmHeld(l, w, name, rec.Fence, code, stderr)
+				result = confirmHeld(l, w, name, rec.Fence, code, releaseTimeout, stderr)
 			}
 		},
 		OnNewLeader: func(id string) {
@@ -668,6 +679,10 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 		},
 	})
 	if ran {
+		if !w.releaseAnswered() {
+			fmt.Fprintf(stderr, "tenure: releasing %q: no reply from Redis within --release-timeout %v; "+
+				"whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n", name, releaseTimeout, time.Duration(f.ttl))
+		}
 		return result
 	}
 	if s, ok := sigs.interrupted(); ok {
@@ -685,8 +700,8 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 // unseen. An empty transaction guarded by the lease reads the key instead:
 // if it still holds this lease's token, nobody else held the name while the
 // command ran.
-func confirmHeld(l *lease.Lease, w *leaseWatch, name string, term int64, code int, stderr io.Writer) error {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+func confirmHeld(l *lease.Lease, w *leaseWatch, name string, term int64, code int, timeout time.Duration, stderr io.Writer) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_, err := l.Exec(ctx, func(redis.Pipeliner) error { return nil })
 	switch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -114,6 +115,25 @@ type leaseWatch struct {
 
 	mu   sync.Mutex
 	ends map[*lease.Lease]*leaseEnd
+	// unanswered: a release ended with an error that leaves its outcome
+	// unknown (a timeout, a dropped connection): the election releases
+	// on its own, and this is how tenure hears of it.
+	unanswered bool
+}
+
+// unanswered reports whether a release's error leaves its outcome
+// unknown: Redis did not answer in time.
+func unanswered(err error) bool {
+	var ne net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+}
+
+// releaseAnswered reports whether every release so far was answered by
+// Redis (done, or "not held").
+func (w *leaseWatch) releaseAnswered() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return !w.unanswered
 }
 
 // leaseEnd is how a lease ended; done is closed once info is set.
@@ -158,7 +178,15 @@ func (w *leaseWatch) hooks() lease.Hooks {
 			}
 			w.log.Debug("renewed", "name", l.Name(), "fence", l.Fence(), "deadline_in", left)
 		},
-		ReleaseDone: func(_ context.Context, l *lease.Lease, err error) {
+		ReleaseDone: func(ctx context.Context, l *lease.Lease, err error) {
+			// The release's own context ran out (the election's bound, for
+			// one): Redis did not answer, whatever Release reports of a
+			// lease already lost.
+			if ctx.Err() != nil || unanswered(err) {
+				w.mu.Lock()
+				w.unanswered = true
+				w.mu.Unlock()
+			}
 			if err != nil {
 				w.log.Warn("release failed", "name", l.Name(), "fence", l.Fence(), "error", err)
 				return

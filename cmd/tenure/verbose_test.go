@@ -169,3 +169,51 @@ func TestReleaseTimeoutFlag(t *testing.T) {
 		t.Errorf("stderr lacks %q: %s", want, errOut.String())
 	}
 }
+
+// TestPausedRedisElect: the same for a leader whose Redis is paused: the
+// term's end is bounded by --release-timeout, and tenure says that the
+// release's outcome is unknown, while Redis is still paused.
+func TestPausedRedisElect(t *testing.T) {
+	s := redistest.Start(t)
+	ready := filepath.Join(t.TempDir(), "ready")
+	cmd := tenure("--redis", s.URL(), "elect", "--ttl", "3s", "--release-timeout", "1500ms", "paused-elect", "--",
+		"sh", "-c", `trap 'exit 0' TERM; echo up > "$1"; while :; do sleep 0.05; done`, "sh", ready)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+	waitFile(t, ready, 1, 10*time.Second)
+	s.MustPause(t)
+	resumed := false
+	t.Cleanup(func() {
+		if !resumed {
+			_ = s.Resume()
+		}
+	})
+	code := exitOf(t, cmd, 60*time.Second)
+	if !s.Paused() {
+		t.Fatal("Redis was resumed before tenure exited")
+	}
+	s.MustResume(t)
+	resumed = true
+	out := stderr.String()
+	if code != exitLost {
+		t.Errorf("status %d, want %d; stderr: %s", code, exitLost, out)
+	}
+	for _, want := range []string{
+		`releasing "paused-elect": no reply from Redis within --release-timeout 1.5s`,
+		"whether the lease was released is unknown",
+		`leadership of "paused-elect"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, out)
+		}
+	}
+}
