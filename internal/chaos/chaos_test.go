@@ -263,9 +263,9 @@ func runChaos(t *testing.T, cfg config) outcome {
 		fmt.Fprintf(&b, "  %s\n", e)
 	}
 	if len(rep.Suspects) > 0 {
-		seen := map[string]Sighting{}
+		seen := map[string][]Sighting{}
 		for _, g := range h.Sightings {
-			seen[g.Token] = g
+			seen[g.Token] = append(seen[g.Token], g)
 		}
 		byID := map[int]Section{}
 		for _, s := range h.Sections {
@@ -793,7 +793,7 @@ type observer struct {
 	keys   []string
 
 	mu      sync.Mutex
-	seen    map[string]*Sighting
+	seen    map[string][]*Sighting // token -> its appearances
 	current map[string]string // name -> token in the key at the last poll
 	polls   int64
 	failed  int64
@@ -803,7 +803,7 @@ type observer struct {
 }
 
 func newObserver(srv *redistest.Server, names []string) *observer {
-	o := &observer{names: names, seen: map[string]*Sighting{}, current: map[string]string{}}
+	o := &observer{names: names, seen: map[string][]*Sighting{}, current: map[string]string{}}
 	o.retarget(srv.Addr())
 	opts := srv.Options()
 	opts.MaxRetries = -1 // every poll's times are its own
@@ -889,20 +889,23 @@ func (o *observer) run(ctx context.Context) {
 			tok, _ := v.(string)
 			name := o.names[i]
 			if prev := o.current[name]; prev != "" && prev != tok {
-				if g := o.seen[prev]; g.GoneBy.IsZero() {
-					g.GoneBy = got
+				if gs := o.seen[prev]; len(gs) > 0 && gs[len(gs)-1].GoneBy.IsZero() {
+					gs[len(gs)-1].GoneBy = got
 				}
 			}
 			if tok != "" {
-				g := o.seen[tok]
-				if g == nil {
-					g = &Sighting{Name: name, Token: tok}
-					o.seen[tok] = g
+				gs := o.seen[tok]
+				if len(gs) == 0 || !gs[len(gs)-1].GoneBy.IsZero() {
+					// First seen, or back after it was seen gone: a new
+					// appearance.
+					gs = append(gs, &Sighting{Name: name, Token: tok, FirstSeen: sent})
+					o.seen[tok] = gs
 				}
+				g := gs[len(gs)-1]
 				g.LastSeen = sent
 				// Redis serves a key through the millisecond of its
 				// PEXPIRETIME and drops it from the next one on.
-				if ms, err := exps[i].Int64(); err == nil && ms > 0 && g.GoneBy.IsZero() {
+				if ms, err := exps[i].Int64(); err == nil && ms > 0 {
 					g.ExpiresAt = time.UnixMilli(ms + 1)
 				}
 			}
@@ -916,8 +919,10 @@ func (o *observer) sightings() []Sighting {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	out := make([]Sighting, 0, len(o.seen))
-	for _, g := range o.seen {
-		out = append(out, *g)
+	for _, gs := range o.seen {
+		for _, g := range gs {
+			out = append(out, *g)
+		}
 	}
 	return out
 }

@@ -215,9 +215,9 @@ func Check(h History) *Report {
 	}
 
 	// Contexts that outlived the lease on the server.
-	seen := map[string]Sighting{}
+	seen := map[string][]Sighting{}
 	for _, g := range h.Sightings {
-		seen[g.Token] = g
+		seen[g.Token] = append(seen[g.Token], g)
 	}
 	for _, s := range h.Sections {
 		if s.UnnoticedLoss {
@@ -231,7 +231,7 @@ func Check(h History) *Report {
 			}
 			continue
 		}
-		g, ok := seen[s.Token]
+		g, ok := appearanceAt(seen[s.Token], s.Start)
 		dropped, how := g.dropped()
 		if s.Token == "" || !ok || dropped.IsZero() {
 			if s.Ended == EndLost {
@@ -278,6 +278,28 @@ func Check(h History) *Report {
 
 	r.checkWrites(h, byName)
 	return r
+}
+
+// appearanceAt picks, of a token's appearances on the server, the one a
+// section that started at start held: the first still there at start (not
+// seen gone by then). The observer may see it only a poll after the section
+// began; but if it was seen gone before start and back only well after
+// (more than observerBlind), the server did not have it when the section
+// began, and the appearance that ended before start is the one to judge.
+func appearanceAt(gs []Sighting, start time.Time) (Sighting, bool) {
+	if len(gs) == 0 {
+		return Sighting{}, false
+	}
+	slices.SortFunc(gs, func(a, b Sighting) int { return a.FirstSeen.Compare(b.FirstSeen) })
+	for i, g := range gs {
+		if g.GoneBy.IsZero() || g.GoneBy.After(start) {
+			if i > 0 && g.FirstSeen.After(start.Add(observerBlind)) {
+				return gs[i-1], true
+			}
+			return g, true
+		}
+	}
+	return gs[len(gs)-1], true
 }
 
 // observerBlind is how long the observer may go between a sighting of a key

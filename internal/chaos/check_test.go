@@ -448,3 +448,29 @@ func TestCheckObserverGap(t *testing.T) {
 		t.Fatalf("outlived %q", r.OutlivedServer)
 	}
 }
+
+// A token seen gone and back (a retried acquire that a promoted replica
+// granted again) is judged by the appearance its section held; one absent
+// from the server when its section began is a violation.
+func TestCheckTokenSeenTwice(t *testing.T) {
+	h := cleanHistory()
+	// Section 2 (100..250, lost): its token was seen at 60..80 and gone at
+	// 90 (the first grant, lost with a failover), then back from 99 until
+	// 240, with expiry 255.
+	h.Sightings = []Sighting{
+		{Name: "a", Token: "tokc", FirstSeen: ms(60), LastSeen: ms(80), GoneBy: ms(90), ExpiresAt: ms(1060)},
+		{Name: "a", Token: "tokc", FirstSeen: ms(99), LastSeen: ms(240), GoneBy: ms(260), ExpiresAt: ms(255)},
+	}
+	r := Check(h)
+	if r.Violations() != 0 || len(r.Margins) != 1 || r.Margins[0] != 5*time.Millisecond {
+		var b strings.Builder
+		r.Print(&b, nil)
+		t.Fatalf("violations in a history with a token seen twice:\n%s", b.String())
+	}
+	// Back only at 200: the server did not have it from 90 until then,
+	// while section 2 was live from 100.
+	h.Sightings[1].FirstSeen = ms(200)
+	if r := Check(h); len(r.OutlivedServer) != 1 {
+		t.Fatalf("outlived %q, want the section live while its token was gone", r.OutlivedServer)
+	}
+}

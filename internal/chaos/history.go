@@ -116,16 +116,20 @@ type Fault struct {
 	Detail string
 }
 
-// A Sighting is what the observer saw of one token on the server: it was
-// there when a poll sent at LastSeen answered, and gone (the key absent or
-// holding another value) in a poll answered at GoneBy. GoneBy is zero if it
-// was never seen gone. ExpiresAt is when the key's TTL would have run out,
-// as the last poll that saw the token before GoneBy read it (PEXPIRETIME,
-// plus the millisecond Redis still serves the key in): the earliest moment
-// the server could let another holder in unless the key went earlier.
+// A Sighting is what the observer saw of one token on the server, in one
+// appearance: it was there from the poll sent at FirstSeen to the one sent
+// at LastSeen, and gone (the key absent or holding another value) in a poll
+// answered at GoneBy; GoneBy is zero if it was never seen gone. ExpiresAt is
+// when the key's TTL would have run out, as the last poll of the appearance
+// read it (PEXPIRETIME, plus the millisecond Redis still serves the key in):
+// the earliest moment the server could let another holder in unless the key
+// went earlier. A token seen gone and then back (a client library's retry
+// of an acquire on a promoted replica that had not heard of the first; a
+// restart from an older snapshot) has one Sighting per appearance.
 type Sighting struct {
 	Name      string
 	Token     string
+	FirstSeen time.Time
 	LastSeen  time.Time
 	GoneBy    time.Time
 	ExpiresAt time.Time

@@ -147,7 +147,7 @@ func fenceOf(v any) int64 {
 }
 
 // trace prints what token's commands did, and the faults around them.
-func (tr *tracer) trace(b *strings.Builder, token string, faults []Fault, sightings map[string]Sighting) {
+func (tr *tracer) trace(b *strings.Builder, token string, faults []Fault, sightings map[string][]Sighting) {
 	tr.mu.Lock()
 	evs := append([]traceEvent(nil), tr.events[token]...)
 	tr.mu.Unlock()
@@ -162,8 +162,8 @@ func (tr *tracer) trace(b *strings.Builder, token string, faults []Fault, sighti
 			to = e.done
 		}
 	}
-	if g, ok := sightings[token]; ok {
-		fmt.Fprintf(b, "    observer: last seen %s, expires %s, gone by %s\n", stamp(g.LastSeen), stamp(g.ExpiresAt), stamp(g.GoneBy))
+	for _, g := range sightings[token] {
+		fmt.Fprintf(b, "    observer: seen %s..%s, expires %s, gone by %s\n", stamp(g.FirstSeen), stamp(g.LastSeen), stamp(g.ExpiresAt), stamp(g.GoneBy))
 	}
 	for _, f := range faults {
 		if !f.Start.After(to.Add(time.Second)) && !f.End.Before(from.Add(-2*time.Second)) {
