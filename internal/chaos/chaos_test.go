@@ -794,7 +794,7 @@ type observer struct {
 
 	mu      sync.Mutex
 	seen    map[string][]*Sighting // token -> its appearances
-	current map[string]string // name -> token in the key at the last poll
+	current map[string]string      // name -> token in the key at the last poll
 	polls   int64
 	failed  int64
 	// Polls a replica answered (ROLE not master), with the first ones.
