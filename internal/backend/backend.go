@@ -127,7 +127,8 @@ type Backend interface {
 	// round trips as the deployment allows, never shortening a TTL.
 	// errs[i] receives the result for items[i]: nil when renewed, ErrNotHeld
 	// when the item no longer holds the name, any other error when the
-	// outcome is unknown. len(errs) must equal len(items).
+	// outcome is unknown. len(errs) must equal len(items). Neither slice
+	// may be used after Renew returns: the caller reuses them.
 	Renew(ctx context.Context, items []Item, errs []error)
 
 	// Release lets go of every item that holds its name (a reentrant lock by

@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -332,6 +333,10 @@ func (q *Quorum) many(ctx context.Context, what string, items []Item, errs []err
 	if len(items) == 0 {
 		return
 	}
+	// A node that has not answered when the majority has goes on in its
+	// goroutine after many returns, while the caller may reuse items (the
+	// watchdog's renewer pools its batches): it reads a copy.
+	items = slices.Clone(items)
 	n, maj := len(q.nodes), q.Majority()
 	per := make([][]error, n)
 	ok := make([]int, len(items))
