@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,5 +110,43 @@ func TestCloseDuringAcquireInFlight(t *testing.T) {
 	}
 	if raw.Exists(bg, "tenure:{job}").Val() != 0 {
 		t.Fatal("the lease acquired during Close was left on the server")
+	}
+}
+
+// Close gives each batch of releases its own bound: a manager holding more
+// leases than one round trip releases in its op timeout still frees them
+// all. With the server paused, it stops at the first batch that goes
+// unanswered and says, in one error, how many it left to their TTL.
+func TestCloseManyLeases(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	ctx := context.Background()
+	const n = 2500 // three batches
+	acquireAll := func(m *lease.Manager, prefix string) {
+		t.Helper()
+		for i := range n {
+			if _, err := m.TryAcquire(ctx, fmt.Sprint(prefix, i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	// An op timeout shorter than the whole release, longer than a batch's.
+	m := newManager(t, srv.Client(t), lease.WithOpTimeout(time.Second))
+	acquireAll(m, "many-")
+	if err := m.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+	if keys := raw.Keys(ctx, "tenure:{many-*}").Val(); len(keys) != 0 {
+		t.Fatalf("%d keys left after Close", len(keys))
+	}
+
+	p := newManager(t, srv.Client(t), lease.WithOpTimeout(200*time.Millisecond))
+	acquireAll(p, "paused-")
+	srv.MustPause(t)
+	err := p.Close()
+	srv.MustResume(t)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%d of %d leases not released", n, n)) || strings.Count(err.Error(), "release \"") != 1 {
+		t.Fatalf("Close with the server paused: %v", err)
 	}
 }

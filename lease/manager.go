@@ -226,21 +226,7 @@ func (m *Manager) Close() error {
 	}
 	m.wd.Close()
 
-	var errs []error
-	const batch = 1000
-	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout)
-	defer cancel()
-	res := make([]error, min(batch, len(items)))
-	for len(items) > 0 {
-		n := min(batch, len(items))
-		m.be.Release(ctx, items[:n], res[:n])
-		for i, err := range res[:n] {
-			if err != nil && !errors.Is(err, backend.ErrNotHeld) {
-				errs = append(errs, fmt.Errorf("lease: release %q on close: %w", items[i].Name, err))
-			}
-		}
-		items = items[n:]
-	}
+	err := m.releaseAll(items)
 	// An attempt still in flight sees the manager closed when it returns,
 	// and hands its lease to a clean-up round trip.
 	m.bg.wait()
@@ -252,7 +238,50 @@ func (m *Manager) Close() error {
 	}
 	close(m.stopReport)
 	<-m.reported
-	return errors.Join(errs...)
+	return err
+}
+
+// closeBatch is how many leases Close releases in one pipelined round trip.
+const closeBatch = 1000
+
+// releaseAll releases items for Close, a batch a round trip, each bounded
+// by the op timeout: a process holding a million leases takes seconds to
+// free them all, which one bound for the lot would cut short. When a round
+// trip fails (the server is down or paused), the rest are left to expire
+// by their TTL rather than waited on a batch at a time. The error counts
+// the leases not released and gives the first failure.
+func (m *Manager) releaseAll(items []backend.Item) error {
+	var (
+		failed int
+		first  error
+	)
+	total := len(items)
+	res := make([]error, min(closeBatch, len(items)))
+	for len(items) > 0 {
+		n := min(closeBatch, len(items))
+		ctx, cancel := context.WithTimeout(context.Background(), m.cfg.opTimeout)
+		m.be.Release(ctx, items[:n], res[:n])
+		cancel()
+		unanswered := false
+		for i, err := range res[:n] {
+			if err != nil && !errors.Is(err, backend.ErrNotHeld) {
+				failed++
+				if first == nil {
+					first = fmt.Errorf("release %q: %w", items[i].Name, err)
+				}
+				unanswered = unanswered || backend.MaybeApplied(err)
+			}
+		}
+		items = items[n:]
+		if unanswered && len(items) > 0 {
+			failed += len(items) // not sent: they expire by their TTL
+			break
+		}
+	}
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("lease: close: %d of %d leases not released (they expire by their TTL); the first: %w", failed, total, first)
 }
 
 // token returns a new lease token: random (newToken), followed by the
