@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -72,112 +71,30 @@ func TestLossText(t *testing.T) {
 // saying that the release's outcome is unknown, all while Redis is still
 // paused: the test resumes it only once tenure has exited.
 func TestPausedRedis(t *testing.T) {
-	s := redistest.Start(t)
-	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := tenure("--redis", s.URL(), "run", "--ttl", "3s", "paused", "--",
-		"sh", "-c", `trap 'exit 0' TERM; echo up > "$1"; while :; do sleep 0.05; done`, "sh", ready)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	waitFile(t, ready, 1, 10*time.Second)
-	s.MustPause(t)
-	resumed := false
-	t.Cleanup(func() {
-		if !resumed {
-			_ = s.Resume()
-		}
-	})
-	code := exitOf(t, cmd, 60*time.Second)
-	if !s.Paused() {
-		t.Fatal("Redis was resumed before tenure exited")
-	}
-	s.MustResume(t)
-	resumed = true
-	out := stderr.String()
-	if code != exitLost {
-		t.Errorf("status %d, want %d; stderr: %s", code, exitLost, out)
-	}
-	for _, want := range []string{
+	out := runPaused(t, "run", "paused", []string{
 		"has not confirmed a renewal of the lease in time (unreachable, slow or paused)",
 		`releasing "paused": no reply from Redis within --release-timeout 2s`,
 		"whether the lease was released is unknown",
 		"it expires by its TTL (3s)",
 		`the lease on "paused" was lost while the command ran: Redis did not confirm a renewal in time`,
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("stderr lacks %q:\n%s", want, out)
-		}
-	}
+	})
 	// The release message comes before tenure's last word.
 	if i, j := strings.Index(out, "no reply from Redis"), strings.Index(out, "was lost while the command ran"); i < 0 || j < i {
 		t.Errorf("the release's message does not come before the loss's:\n%s", out)
 	}
 }
 
-// TestReleaseTimeoutFlag: --release-timeout is named in the message with
-// the value given, and must be above 0.
-func TestReleaseTimeoutFlag(t *testing.T) {
-	code, _, stderr := result(t, tenure("run", "--release-timeout", "0", "rt", "--", "true"))
-	if code != exitUsage || !strings.Contains(stderr, "--release-timeout must be above 0") {
-		t.Errorf("--release-timeout 0: status %d, stderr %q", code, stderr)
-	}
+// runPaused runs "tenure SUB --ttl 3s [extra...] NAME -- CMD" against a
+// server of its own, pauses the server once CMD runs, and checks that
+// tenure exits 77 while the server is still paused (it is resumed only
+// afterwards), saying each of wants; it returns tenure's stderr.
+func runPaused(t *testing.T, sub, name string, wants []string, extra ...string) string {
+	t.Helper()
 	s := redistest.Start(t)
 	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := tenure("--redis", s.URL(), "run", "--ttl", "30s", "--release-timeout", "300ms", "rt", "--",
-		"sh", "-c", `echo up > "$1"; cat > /dev/null`, "sh", ready)
-	var errOut bytes.Buffer
-	cmd.Stderr = &errOut
-	// The command ends when its stdin does, which the test closes once
-	// Redis is paused.
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd.Stdin = r
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	r.Close()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
-	waitFile(t, ready, 1, 10*time.Second)
-	s.MustPause(t)
-	defer func() { _ = s.Resume() }()
-	w.Close()
-	code = exitOf(t, cmd, 60*time.Second)
-	if !s.Paused() {
-		t.Fatal("Redis was resumed before tenure exited")
-	}
-	// The command exited 0 by itself; the lease was still good (TTL 30s),
-	// so tenure exits with the command's status.
-	if code != 0 {
-		t.Errorf("status %d, want the command's 0; stderr: %s", code, errOut.String())
-	}
-	if want := `releasing "rt": no reply from Redis within --release-timeout 300ms`; !strings.Contains(errOut.String(), want) {
-		t.Errorf("stderr lacks %q: %s", want, errOut.String())
-	}
-}
-
-// TestPausedRedisElect: the same for a leader whose Redis is paused: the
-// term's end is bounded by --release-timeout, and tenure says that the
-// release's outcome is unknown, while Redis is still paused.
-func TestPausedRedisElect(t *testing.T) {
-	s := redistest.Start(t)
-	ready := filepath.Join(t.TempDir(), "ready")
-	cmd := tenure("--redis", s.URL(), "elect", "--ttl", "3s", "--release-timeout", "1500ms", "paused-elect", "--",
-		"sh", "-c", `trap 'exit 0' TERM; echo up > "$1"; while :; do sleep 0.05; done`, "sh", ready)
+	args := append([]string{"--redis", s.URL(), sub, "--ttl", "3s"}, extra...)
+	args = append(args, name, "--", "sh", "-c", `trap 'exit 0' TERM; echo up > "$1"; while :; do sleep 0.05; done`, "sh", ready)
+	cmd := tenure(args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -207,13 +124,21 @@ func TestPausedRedisElect(t *testing.T) {
 	if code != exitLost {
 		t.Errorf("status %d, want %d; stderr: %s", code, exitLost, out)
 	}
-	for _, want := range []string{
-		`releasing "paused-elect": no reply from Redis within --release-timeout 1.5s`,
-		"whether the lease was released is unknown",
-		`leadership of "paused-elect"`,
-	} {
+	for _, want := range wants {
 		if !strings.Contains(out, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, out)
 		}
 	}
+	return out
+}
+
+// TestPausedRedisElect: the same for a leader whose Redis is paused: the
+// term's end is bounded by --release-timeout, and tenure says that the
+// release's outcome is unknown, while Redis is still paused.
+func TestPausedRedisElect(t *testing.T) {
+	runPaused(t, "elect", "paused-elect", []string{
+		`releasing "paused-elect": no reply from Redis within --release-timeout 1.5s`,
+		"whether the lease was released is unknown",
+		`leadership of "paused-elect"`,
+	}, "--release-timeout", "1500ms")
 }
