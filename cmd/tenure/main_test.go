@@ -84,6 +84,21 @@ func result(t *testing.T, c *exec.Cmd) (int, string, string) {
 
 func client(t *testing.T) *redis.Client { return srv.Client(t) }
 
+// startBackground starts cmd, and kills it at the end of the test if it
+// has not been waited for by then.
+func startBackground(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
+}
+
 // anyButUsage is a TestExitStatuses status: the command ran (0), or was
 // stopped for want of a renewal in time (exitLost), never a usage error.
 const anyButUsage = -1
@@ -431,15 +446,7 @@ func TestElect(t *testing.T) {
 	script := `echo "$TENURE_IDENTITY $TENURE_FENCE" >> "$1"; trap "exit 0" TERM; while :; do sleep 0.05; done`
 	start := func(id, ttl string) *exec.Cmd {
 		cmd := tenure("elect", "--ttl", ttl, "--identity", id, "sched", "--", "sh", "-c", script, "sh", file)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-		})
+		startBackground(t, cmd)
 		return cmd
 	}
 	// A leads first, with a TTL long enough that only its resignation can

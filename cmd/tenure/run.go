@@ -351,10 +351,10 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	env := append(os.Environ(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
 	describe := func(cause error) string { return fmt.Sprintf("the lease on %q was lost: %s", name, w.why(l, cause)) }
 	code, lost, err := supervise(argv, env, sigs, l.Context(), l.Deadline, f.timing(), describe, stderr)
-	answered, rerr := release(l, releaseTimeout)
+	rerr := release(l, releaseTimeout)
+	answered := w.releaseAnswered()
 	if !answered {
-		fmt.Fprintf(stderr, "tenure: releasing %q: no reply from Redis within --release-timeout %v; "+
-			"whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n", name, releaseTimeout, ttl)
+		reportUnanswered(stderr, name, releaseTimeout, ttl)
 	}
 	if err != nil {
 		return err
@@ -382,14 +382,19 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	return status(code)
 }
 
-// release releases l, waiting up to timeout; answered is false when the
-// time ran out first (Redis unreachable, slow or paused), which leaves the
-// release's outcome unknown.
-func release(l *lease.Lease, timeout time.Duration) (answered bool, err error) {
+// release releases l, waiting up to timeout. Whether Redis answered in
+// time is the manager's hooks' to tell (leaseWatch.releaseAnswered), as
+// for the release the election makes on its own.
+func release(l *lease.Lease, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	err = l.Release(ctx)
-	return ctx.Err() == nil, err
+	return l.Release(ctx)
+}
+
+// reportUnanswered says that a release went unanswered within timeout.
+func reportUnanswered(stderr io.Writer, name string, timeout, ttl time.Duration) {
+	fmt.Fprintf(stderr, "tenure: releasing %q: no reply from Redis within --release-timeout %v; "+
+		"whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n", name, timeout, ttl)
 }
 
 // errNearDeadline is the cause of a stop that tenure started because no
@@ -680,8 +685,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 	})
 	if ran {
 		if !w.releaseAnswered() {
-			fmt.Fprintf(stderr, "tenure: releasing %q: no reply from Redis within --release-timeout %v; "+
-				"whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n", name, releaseTimeout, time.Duration(f.ttl))
+			reportUnanswered(stderr, name, releaseTimeout, time.Duration(f.ttl))
 		}
 		return result
 	}

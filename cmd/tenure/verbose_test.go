@@ -97,15 +97,7 @@ func runPaused(t *testing.T, sub, name string, wants []string, extra ...string) 
 	cmd := tenure(args...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			_ = cmd.Wait()
-		}
-	})
+	startBackground(t, cmd)
 	waitFile(t, ready, 1, 10*time.Second)
 	s.MustPause(t)
 	resumed := false

@@ -14,6 +14,8 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/election"
 )
 
@@ -75,21 +77,32 @@ func (h holding) holder() string {
 	return b.String()
 }
 
+// watchClient connects for a watch that lasts until SIGINT or SIGTERM: it
+// returns the watch's context and client, and done, which closes both. With
+// no client, err is what to return: nil when a signal ended the connect.
+func watchClient(g *globals) (context.Context, *redis.Client, func(), error) {
+	ctx, stop := untilSignal()
+	client, err := g.connect(ctx)
+	if err != nil {
+		stop()
+		if ctx.Err() != nil {
+			return nil, nil, nil, nil
+		}
+		return nil, nil, nil, err
+	}
+	return ctx, client, func() { _ = client.Close(); stop() }, nil
+}
+
 // watchStatus prints the holder of each name at once, then a line for each
 // change of holder, reading the names every interval until SIGINT or
 // SIGTERM. A Redis that fails is reported once and read again every
 // interval: a watch outlives a restart of Redis.
 func watchStatus(g *globals, names []string, interval time.Duration, asJSON bool, out, stderr io.Writer) error {
-	ctx, stop := untilSignal()
-	defer stop()
-	client, err := g.connect(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	ctx, client, done, err := watchClient(g)
+	if client == nil {
 		return err
 	}
-	defer client.Close()
+	defer done()
 	enc := json.NewEncoder(out)
 	last := map[string]string{}
 	failing := ""
@@ -145,16 +158,11 @@ func watchStatus(g *globals, names []string, interval time.Duration, asJSON bool
 // leader, as package election's Observe reports them, until SIGINT or
 // SIGTERM.
 func observeLeader(g *globals, name string, out io.Writer) error {
-	ctx, stop := untilSignal()
-	defer stop()
-	client, err := g.connect(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
+	ctx, client, done, err := watchClient(g)
+	if client == nil {
 		return err
 	}
-	defer client.Close()
+	defer done()
 	// Without a Manager and an Identity an Election only observes.
 	e, err := election.New(election.Config{Client: client, KeyPrefix: g.prefix, Name: name})
 	if err != nil {

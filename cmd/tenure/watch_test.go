@@ -195,15 +195,7 @@ func TestElectObserve(t *testing.T) {
 		term, goOn := filepath.Join(dir, id+".term"), filepath.Join(dir, id+".go")
 		cmd := tenure("elect", "--identity", id, "observed", "--", "sh", "-c",
 			`echo $TENURE_FENCE > "$1"; while [ ! -e "$2" ]; do sleep 0.02; done`, "sh", term, goOn)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if cmd.ProcessState == nil {
-				_ = cmd.Process.Kill()
-				_ = cmd.Wait()
-			}
-		})
+		startBackground(t, cmd)
 		fence := waitFile(t, term, 1, lineWait)[0]
 		expect("observed leader " + id + " (term " + fence + ")")
 		if err := os.WriteFile(goOn, nil, 0o600); err != nil {

@@ -36,6 +36,7 @@ func (r renewer) Renew(ctx context.Context, batch []watchdog.Renewal[Item], errs
 	itemBufs.Put(buf)
 	for i, err := range errs {
 		switch {
+		case err == nil: // the common case: nothing to translate
 		case errors.Is(err, ErrGone):
 			errs[i] = errGoneNotHeld
 		case errors.Is(err, ErrNotHeld):
