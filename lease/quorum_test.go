@@ -184,6 +184,18 @@ func TestQuorumFivePrimaries(t *testing.T) {
 		if err := before.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// A release returns once a majority deleted the key; the others
+		// may still be deleting it. Pausing two of the majority before the
+		// rest have would leave the name held on a majority of the live
+		// servers.
+		for _, s := range servers {
+			c := s.Client(t)
+			for start := time.Now(); c.Exists(ctx, "tenure:{minority}").Val() != 0; time.Sleep(time.Millisecond) {
+				if time.Since(start) > 10*time.Second {
+					t.Fatalf("%s still has the released key", s.Addr())
+				}
+			}
+		}
 		servers[3].MustPause(t)
 		servers[4].MustPause(t)
 		defer servers[3].MustResume(t)
