@@ -1,0 +1,156 @@
+package redistest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ACLCommands are the commands a least-privilege tenure user is allowed,
+// in the order docs/security.md's rule lists them: everything the library,
+// its Lua scripts and the tenure command send (docs/security.md says which
+// feature needs which). TestACLRuleMatchesDocs keeps the two the same.
+var ACLCommands = []string{
+	// Connection: go-redis's PING, pub/sub's health check, the CLI's probe.
+	"ping",
+	// Scripts, and what they call.
+	"evalsha", "eval", "time",
+	"get", "set", "del", "exists", "type", "pttl", "pexpire",
+	"hget", "hset", "hdel", "hexists", "hincrby", "hgetall", "hmget",
+	"zadd", "zrem", "zrank", "zcard", "zscore", "zcount", "zrange", "zrangebyscore", "zremrangebyscore",
+	// Lease.Exec and election's reads.
+	"watch", "unwatch", "multi", "exec",
+	// WithReplicaAcks.
+	"wait",
+	// Release messages.
+	"publish", "subscribe", "unsubscribe",
+	// tenure list.
+	"scan",
+}
+
+// ACLRule is the one-line rule of docs/security.md for a tenure-only user
+// named user, with password password (PASSWORD in the document), whose
+// keys and channels start with prefix: every key and channel tenure
+// writes starts with the prefix, and every command it sends is allowed,
+// none other.
+func ACLRule(user, password, prefix string) string {
+	p := escapeGlob(prefix)
+	var b strings.Builder
+	fmt.Fprintf(&b, "ACL SETUSER %s on >%s resetkeys ~%s* resetchannels &%s* -@all", user, password, p, p)
+	for _, c := range ACLCommands {
+		b.WriteString(" +")
+		b.WriteString(c)
+	}
+	return b.String()
+}
+
+// escapeGlob escapes the characters that Redis's glob patterns give a
+// meaning to, so that a prefix matches itself only.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// User is a least-privilege ACL user on a test server.
+type User struct {
+	Name, Password string
+}
+
+// CreateUser creates user on the server with exactly ACLRule for prefix
+// (the line docs/security.md gives) and a fresh random password, sent as
+// the default user, which the harness's servers leave unrestricted. The
+// user must not exist yet: the rule adds to an existing user's rights. It
+// fails the test on error.
+func (s *Server) CreateUser(tb testing.TB, user, prefix string) User {
+	tb.Helper()
+	u := User{Name: user, Password: randomPassword()}
+	c := s.NewClient()
+	defer c.Close()
+	ctx := context.Background()
+	if n, err := c.Do(ctx, "acl", "users").StringSlice(); err != nil || slices.Contains(n, user) {
+		tb.Fatalf("redistest.CreateUser: user %q exists already, or ACL USERS failed: %v", user, err)
+	}
+	var args []any
+	for _, f := range strings.Fields(ACLRule(user, u.Password, prefix)) {
+		args = append(args, f)
+	}
+	if err := c.Do(ctx, args...).Err(); err != nil {
+		tb.Fatalf("redistest: %s: %v", ACLRule(user, "PASSWORD", prefix), err)
+	}
+	return u
+}
+
+// ACLLog returns the server's ACL LOG (newest first): every command,
+// key, channel or authentication refused since the last ResetACLLog, each
+// entry as "reason context object username", e.g. "command lua set alice".
+// Refusals that go-redis swallows (it ignores a refused CLIENT SETINFO)
+// show here too.
+func (s *Server) ACLLog(tb testing.TB) []string {
+	tb.Helper()
+	c := s.NewClient()
+	defer c.Close()
+	entries, err := c.ACLLog(context.Background(), 128).Result()
+	if err != nil {
+		tb.Fatalf("redistest: ACL LOG: %v", err)
+	}
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = fmt.Sprintf("%s %s %s %s", e.Reason, e.Context, e.Object, e.Username)
+	}
+	return out
+}
+
+// ResetACLLog empties the server's ACL LOG.
+func (s *Server) ResetACLLog(tb testing.TB) {
+	tb.Helper()
+	c := s.NewClient()
+	defer c.Close()
+	if err := c.ACLLogReset(context.Background()).Err(); err != nil {
+		tb.Fatalf("redistest: ACL LOG RESET: %v", err)
+	}
+}
+
+// SetUser runs ACL SETUSER with rules after a reset (so that nothing of an
+// earlier rule is left), as the default user; rules[0] is the user's name.
+// Tests use it for users narrower than ACLRule.
+func (s *Server) SetUser(tb testing.TB, rules ...string) {
+	tb.Helper()
+	if len(rules) == 0 {
+		tb.Fatal("redistest.SetUser: no user name")
+	}
+	c := s.NewClient()
+	defer c.Close()
+	args := []any{"acl", "setuser", rules[0], "reset"}
+	for _, r := range rules[1:] {
+		args = append(args, r)
+	}
+	if err := c.Do(context.Background(), args...).Err(); err != nil {
+		tb.Fatalf("redistest: ACL SETUSER %s: %v", rules[0], err)
+	}
+}
+
+// UserOptions returns the server's client options (Options) authenticated
+// as u.
+func (s *Server) UserOptions(u User) *redis.Options {
+	o := s.Options()
+	o.Username, o.Password = u.Name, u.Password
+	return o
+}
+
+func randomPassword() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
