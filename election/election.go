@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -234,8 +235,11 @@ func Leading(ctx context.Context) (Record, bool) {
 // whenever it wins (see the package documentation for the order of events).
 // It returns nil after Resign, the cause of ctx when ctx ended, and an
 // error wrapping lease.ErrClosed when the Manager was closed. A Redis error
-// while campaigning is retried after RetryPeriod; a lost leadership is
-// followed by a new campaign.
+// while campaigning is retried after RetryPeriod, except the server
+// refusing the user (NOPERM, a command a script called refused,
+// WRONGPASS, NOAUTH: see docs/security.md), which no retry mends: Run
+// returns it, and errors.As finds go-redis's redis.Error in it. A lost
+// leadership is followed by a new campaign.
 func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 	if e.cfg.Manager == nil {
 		return fmt.Errorf("%w: Run needs a Manager", ErrInvalidConfig)
@@ -301,7 +305,7 @@ func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 			if cctx.Err() != nil {
 				return e.stop(ctx, cctx)
 			}
-			if errors.Is(err, lease.ErrInvalidOption) || errors.Is(err, lease.ErrInvalidName) {
+			if errors.Is(err, lease.ErrInvalidOption) || errors.Is(err, lease.ErrInvalidName) || refused(err) {
 				return err
 			}
 			if !sleep(cctx, e.period) {
@@ -310,7 +314,7 @@ func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 			continue
 		}
 		if err := e.lead(cctx, l, cb); err != nil {
-			if errors.Is(err, lease.ErrClosed) {
+			if errors.Is(err, lease.ErrClosed) || refused(err) {
 				return err
 			}
 			if !sleep(cctx, e.period) {
@@ -318,6 +322,23 @@ func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 			}
 		}
 	}
+}
+
+// refused reports whether err is the server refusing the user rather than
+// failing: a permission error (NOPERM, or a command a script called
+// refused) or an authentication error (WRONGPASS, NOAUTH).
+func refused(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	msg := re.Error()
+	for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH"} {
+		if strings.HasPrefix(msg, p) {
+			return true
+		}
+	}
+	return strings.Contains(msg, "The user executing the script can't")
 }
 
 // stop is what Run returns once its campaign context cctx has ended: nil

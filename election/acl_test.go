@@ -1,0 +1,125 @@
+package election_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+func aclManager(t *testing.T, c redis.UniversalClient) *lease.Manager {
+	t.Helper()
+	m, err := lease.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// A campaign, a term (the record written and refreshed through Exec), an
+// observer, Leader and Resign, as a user with docs/security.md's rule: the
+// server refuses nothing, and no script touches a key it was not given.
+func TestACLUserEveryFeature(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := redistest.Start(t)
+	admin := s.Client(t)
+	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
+	c := redis.NewClient(s.UserOptions(u))
+	defer c.Close()
+	mon := s.Monitor(t)
+
+	e, err := election.New(election.Config{Manager: aclManager(t, c), Client: c, Name: "acl-e", Identity: "a", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	observer, err := election.New(election.Config{Client: c, Name: "acl-e"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	octx, ostop := context.WithCancel(ctx)
+	seen := observer.Observe(octx)
+	leading := make(chan struct{})
+	ran := make(chan error, 1)
+	go func() {
+		ran <- e.Run(ctx, election.Callbacks{OnStartedLeading: func(lctx context.Context) {
+			close(leading)
+			<-lctx.Done()
+		}})
+	}()
+	<-leading
+	for rec := range seen {
+		if rec.Identity == "a" {
+			break
+		}
+	}
+	ostop()
+	for range seen {
+	}
+	if rec, err := observer.Leader(ctx); err != nil || rec.Identity != "a" {
+		t.Fatalf("Leader: %v, %v", rec, err)
+	}
+	time.Sleep(time.Second / 2) // a refresh of the record (every TTL/3)
+	if err := e.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-ran; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	cmds := mon.Stop(t)
+	if log := s.ACLLog(t); len(log) != 0 {
+		t.Errorf("the server refused: %q", log)
+	}
+	v, err := redistest.ScriptKeyViolations(ctx, admin, cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range v {
+		t.Error(line)
+	}
+}
+
+// A refusal reaches the caller: Leader's read, and Run, which returns it
+// instead of retrying.
+func TestPermissionErrors(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := redistest.Start(t)
+	admin := s.Client(t)
+	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
+	c := redis.NewClient(s.UserOptions(u))
+	defer c.Close()
+	if err := admin.Do(ctx, "acl", "setuser", "tenure", "-multi", "-evalsha", "-eval").Err(); err != nil {
+		t.Fatal(err)
+	}
+	e, err := election.New(election.Config{Manager: aclManager(t, c), Client: c, Name: "acl-p", Identity: "a", TTL: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var re redis.Error
+	if _, err := e.Leader(ctx); !errors.As(err, &re) || !strings.HasPrefix(re.Error(), "NOPERM") {
+		t.Errorf("Leader without MULTI: %v", err)
+	}
+	err = e.Run(ctx, election.Callbacks{OnStartedLeading: func(context.Context) {}})
+	if !errors.As(err, &re) || !strings.HasPrefix(re.Error(), "NOPERM") {
+		t.Errorf("Run without EVALSHA: %v", err)
+	}
+	// Leading needs Exec's MULTI: the term cannot begin, and Run says why.
+	if err := admin.Do(ctx, "acl", "setuser", "tenure", "+evalsha", "+eval").Err(); err != nil {
+		t.Fatal(err)
+	}
+	err = e.Run(ctx, election.Callbacks{OnStartedLeading: func(context.Context) { t.Error("led without writing the record") }})
+	if !errors.As(err, &re) || !strings.HasPrefix(re.Error(), "NOPERM") {
+		t.Errorf("Run without MULTI: %v", err)
+	}
+}
