@@ -1,6 +1,6 @@
 // The examples are a module of their own so that programs importing the
 // library are not given their requirements (the OpenTelemetry SDK and
-// exporters, gRPC, miniredis). They are never installed, so the replace
+// exporters, gRPC, miniredis, pgx). They are never installed, so the replace
 // below, which lets them build without the repository's go.work, costs
 // nothing.
 
@@ -10,8 +10,10 @@ go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/tenure-go/tenure v0.0.0-00010101000000-000000000000
+	github.com/tenure-go/tenure/fencing v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp v1.47.0
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp v1.47.0
@@ -31,6 +33,8 @@ require (
 	github.com/go-logr/stdr v1.2.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel/exporters/otlp/otlptrace v1.47.0 // indirect
@@ -48,3 +52,5 @@ require (
 )
 
 replace github.com/tenure-go/tenure => ../
+
+replace github.com/tenure-go/tenure/fencing => ../fencing
