@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/reentrant"
@@ -169,16 +171,26 @@ func TestConcurrentGuardedTransactions(t *testing.T) {
 		first, later int64
 		wantLater    error // nil: commits
 		seeded       bool  // the resource's row exists before
+		repeatable   bool  // REPEATABLE READ instead of READ COMMITTED
+		wantSQLState string
 	}{
-		{"larger first, new row", 10, 5, fencing.ErrStale, false},
-		{"larger first, existing row", 10, 5, fencing.ErrStale, true},
-		{"smaller first", 5, 10, nil, true},
-		{"smaller first, new row", 5, 10, nil, false},
+		{"larger first, new row", 10, 5, fencing.ErrStale, false, false, ""},
+		{"larger first, existing row", 10, 5, fencing.ErrStale, true, false, ""},
+		{"smaller first", 5, 10, nil, true, false, ""},
+		{"smaller first, new row", 5, 10, nil, false, false, ""},
+		// Under REPEATABLE READ the transaction that waited cannot see the
+		// row committed meanwhile: a serialization failure, also rolled back.
+		{"larger first, repeatable read", 10, 5, nil, true, true, "40001"},
+		{"smaller first, repeatable read", 5, 10, nil, true, true, "40001"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx := context.Background()
 			db := openPostgres(t)
-			g := newGuard(t)
+			var opts []fencing.Option
+			if tc.repeatable {
+				opts = append(opts, fencing.WithTxOptions(&sql.TxOptions{Isolation: sql.LevelRepeatableRead}))
+			}
+			g := newGuard(t, opts...)
 			if err := g.EnsureSchema(ctx, db); err != nil {
 				t.Fatal(err)
 			}
@@ -225,7 +237,13 @@ func TestConcurrentGuardedTransactions(t *testing.T) {
 			}
 			err := <-laterDone
 			want := []string{"first", "later"}
-			if tc.wantLater != nil {
+			if tc.wantSQLState != "" {
+				var pgErr *pgconn.PgError
+				if !errors.As(err, &pgErr) || pgErr.Code != tc.wantSQLState {
+					t.Fatalf("later: %v, want SQLSTATE %s", err, tc.wantSQLState)
+				}
+				want = want[:1]
+			} else if tc.wantLater != nil {
 				if !errors.Is(err, tc.wantLater) || !errors.Is(err, lease.ErrLost) {
 					t.Fatalf("later: %v, want %v", err, tc.wantLater)
 				}
@@ -240,8 +258,12 @@ func TestConcurrentGuardedTransactions(t *testing.T) {
 			if strings.Join(got, ",") != strings.Join(want, ",") {
 				t.Fatalf("results %v, want %v", got, want)
 			}
-			if r := recorded(t, db, fencing.DefaultTable, "r"); r != max(tc.first, tc.later) {
-				t.Fatalf("recorded %d, want %d", r, max(tc.first, tc.later))
+			wantFence := max(tc.first, tc.later)
+			if tc.wantSQLState != "" {
+				wantFence = tc.first
+			}
+			if r := recorded(t, db, fencing.DefaultTable, "r"); r != wantFence {
+				t.Fatalf("recorded %d, want %d", r, wantFence)
 			}
 		})
 	}
