@@ -42,7 +42,7 @@ func (m *Manager) acquireConfig(name string, opts []AcquireOption) (acquireConfi
 // TryAcquire makes one attempt to acquire name: it returns ErrNotAcquired at
 // once if the name is held.
 func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	return m.acquire(ctx, name, opts, false, "", false)
+	return m.acquire(ctx, name, opts, false, holding{})
 }
 
 // Acquire waits until it holds name or ctx ends. ctx bounds the wait only:
@@ -55,23 +55,23 @@ func (m *Manager) TryAcquire(ctx context.Context, name string, opts ...AcquireOp
 // ends first the error wraps ErrNotAcquired, ctx's error and its cause
 // (context.WithTimeoutCause), so errors.Is finds each.
 func (m *Manager) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	return m.acquire(ctx, name, opts, true, "", false)
+	return m.acquire(ctx, name, opts, true, holding{})
 }
 
-// acquire is Acquire (wait) or TryAcquire, reported to the hooks; with an
-// owner, of a reentrant lock.
-func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool) (*Lease, error) {
+// acquire is Acquire (wait) or TryAcquire, reported to the hooks, of the
+// kind of hold k says.
+func (m *Manager) acquire(ctx context.Context, name string, opts []AcquireOption, wait bool, k holding) (*Lease, error) {
 	h := m.cfg.hooks
 	if h.AcquireStart == nil && h.AcquireDone == nil {
 		var attempts int
-		return m.acquireCounted(ctx, name, opts, wait, owner, exclusive, &attempts)
+		return m.acquireCounted(ctx, name, opts, wait, k, &attempts)
 	}
-	return m.acquireHooked(ctx, name, opts, wait, owner, exclusive)
+	return m.acquireHooked(ctx, name, opts, wait, k)
 }
 
 // acquireHooked is acquire reported to the hooks. Apart from acquire, so
 // that a manager without hooks pays for no closure.
-func (m *Manager) acquireHooked(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool) (l *Lease, err error) {
+func (m *Manager) acquireHooked(ctx context.Context, name string, opts []AcquireOption, wait bool, k holding) (l *Lease, err error) {
 	h := m.cfg.hooks
 	if h.AcquireStart != nil {
 		ctx = h.AcquireStart(ctx, name)
@@ -83,20 +83,20 @@ func (m *Manager) acquireHooked(ctx context.Context, name string, opts []Acquire
 			h.AcquireDone(ctx, AcquireInfo{Name: name, Lease: l, Attempts: attempts, Waited: time.Since(start), Err: err})
 		}()
 	}
-	return m.acquireCounted(ctx, name, opts, wait, owner, exclusive, &attempts)
+	return m.acquireCounted(ctx, name, opts, wait, k, &attempts)
 }
 
 // acquireCounted makes the attempts of one acquisition, counting them.
-func (m *Manager) acquireCounted(ctx context.Context, name string, opts []AcquireOption, wait bool, owner string, exclusive bool, attempts *int) (*Lease, error) {
+func (m *Manager) acquireCounted(ctx context.Context, name string, opts []AcquireOption, wait bool, k holding, attempts *int) (*Lease, error) {
 	a, err := m.acquireConfig(name, opts)
 	if err != nil {
 		return nil, err
 	}
-	a.owner, a.exclusive = owner, exclusive
+	a.holding = k
 	if err := m.supports(a); err != nil {
 		return nil, err
 	}
-	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive}
+	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive, Limit: a.limit}
 	if !wait {
 		return m.tryOnce(ctx, req, a, attempts)
 	}
@@ -240,9 +240,12 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 	}
 	l, res, err := m.try(ctx, w.req, w.a)
 	w.held = err == nil && !res.Acquired && !res.Retired
-	if w.waiter != nil && err == nil {
+	if w.waiter != nil && err == nil && (l == nil || w.req.Limit == 0) {
 		// Answered the wake-up: nobody else need be woken for it, whether
-		// we won or someone elsewhere did.
+		// we won or someone elsewhere did. A permit won is another matter:
+		// more may be free (a writer's release frees the name for every
+		// reader), so the wake-up goes on to the next waiter when this one
+		// unregisters.
 		m.notify.tried(w.waiter, res.Arrival)
 	}
 	if l != nil {
@@ -430,7 +433,7 @@ func (m *Manager) failedSend(ctx context.Context, req backend.Request, err error
 // watchdog, unless the manager closed meanwhile.
 func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig, res backend.Acquisition, sent time.Time) (*Lease, error) {
 	l := &Lease{m: m, name: req.Name, token: req.Token, fence: res.Fence, explicitInterval: a.interval > 0,
-		owner: req.Owner, exclusive: req.Exclusive, depth: 1}
+		owner: req.Owner, exclusive: req.Exclusive, permit: req.Limit > 0, depth: 1}
 	if broken { // tenure_broken builds only: broken_on.go
 		l.fence = breakFence(req.Name, l.fence)
 	}

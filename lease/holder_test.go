@@ -68,7 +68,7 @@ func TestHolderIdentity(t *testing.T) {
 
 func TestHolderIdentityRejected(t *testing.T) {
 	srv := redistest.Start(t)
-	for _, id := range []string{"", strings.Repeat("x", 129), "tab\there", "bad\xffutf8", "nl\n"} {
+	for _, id := range []string{"", strings.Repeat("x", 129), "tab\there", "bad\xffutf8", "nl\n", "h}", "{h", "a}b"} {
 		if _, err := lease.New(srv.Client(t), lease.WithHolder(id)); !errors.Is(err, lease.ErrInvalidOption) {
 			t.Errorf("WithHolder(%q): %v, want ErrInvalidOption", id, err)
 		}

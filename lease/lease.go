@@ -32,6 +32,7 @@ type Lease struct {
 	// may hold a million of them.
 	explicitInterval bool
 	exclusive        bool // the owner is this lease's alone
+	permit           bool // a semaphore's permit (package semaphore)
 
 	mu     sync.Mutex
 	depth  int32 // a reentrant lock's entries through this lease
@@ -290,7 +291,10 @@ func (l *Lease) release(ctx context.Context) error {
 // lease's alone (whatever timed-out entries may have added).
 func (l *Lease) item() backend.Item {
 	ttl := l.entry.TTL()
-	if l.owner == "" {
+	switch {
+	case l.permit:
+		return backend.Item{Name: l.name, Token: l.token, TTL: ttl, Permit: true}
+	case l.owner == "":
 		return backend.Item{Name: l.name, Token: l.token, TTL: ttl}
 	}
 	it := backend.Item{Name: l.name, Token: l.owner, TTL: ttl, Reentrant: true, Op: l.token}

@@ -165,6 +165,12 @@ func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Conte
 	if err != nil {
 		return err
 	}
+	return l.run(ctx, fn)
+}
+
+// run is Do once l is held: fn under l, then l's release.
+func (l *Lease) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
+	m, name := l.m, l.name
 	fnCtx, cancel := context.WithCancelCause(l.Context())
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	defer func() {

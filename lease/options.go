@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -77,9 +78,16 @@ type acquireConfig struct {
 	fair       bool
 	queue      time.Duration // how long the fair queue keeps a waiter between attempts
 
-	// Set for package reentrant, through internal/reentry.
-	owner     string // a reentrant lock's owner; "" for a lease
+	// Set for packages reentrant and semaphore, through internal/bridge.
+	holding
+}
+
+// holding says what kind of hold an acquisition makes: a lease (the zero
+// value), a reentrant lock or a semaphore's permit.
+type holding struct {
+	owner     string // a reentrant lock's owner; "" otherwise
 	exclusive bool   // owner is fresh: no other acquisition shares it
+	limit     int    // a semaphore's permits; 0 otherwise
 }
 
 func defaultConfig() config {
@@ -315,6 +323,12 @@ func checkHolder(id string) error {
 		return fmt.Errorf("longer than %d bytes", maxHolder)
 	case !utf8.ValidString(id):
 		return errors.New("not valid UTF-8")
+	case strings.ContainsAny(id, "{}"):
+		// The token ends in the identity, and a release marker's key ends
+		// in the token: a brace there would make a marker's key another
+		// name's key (P{a}:retired:<hex>.x} is the lease key of the name
+		// "a}:retired:<hex>.x").
+		return errors.New("contains a brace")
 	}
 	for _, r := range id {
 		if !unicode.IsPrint(r) {

@@ -97,6 +97,8 @@ func (m *Manager) supports(a acquireConfig) error {
 	switch {
 	case a.owner != "":
 		return fmt.Errorf("lease: quorum mode: reentrant locks: %w", errors.ErrUnsupported)
+	case a.limit > 0:
+		return fmt.Errorf("lease: quorum mode: semaphores: %w", errors.ErrUnsupported)
 	case a.fair:
 		return fmt.Errorf("lease: quorum mode: fair queues: %w", errors.ErrUnsupported)
 	}

@@ -36,13 +36,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/reentry"
+	"github.com/tenure-go/tenure/internal/bridge"
 	"github.com/tenure-go/tenure/lease"
 )
 
-// bridge reaches the parts of lease that reentrant locks need and lease
+// inside reaches the parts of lease that reentrant locks need and lease
 // does not export.
-var bridge = reentry.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]()
+var inside = bridge.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]()
 
 // ErrInvalidOwner is returned for an empty owner or one over MaxOwnerLen.
 var ErrInvalidOwner = errors.New("reentrant: invalid owner")
@@ -118,7 +118,7 @@ func (k *Locker) lock(ctx context.Context, name string, opts []lease.AcquireOpti
 	} else {
 		owner = newOwner()
 	}
-	l, err := bridge.Acquire(ctx, k.m, name, owner, !shared, wait, opts)
+	l, err := inside.Acquire(ctx, k.m, name, owner, !shared, wait, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func (k *Locker) enter(ctx context.Context, owner, name string) (*Lock, error) {
 		}
 		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, name, err)
 	}
-	if _, err := bridge.Enter(ctx, h.l); err != nil {
+	if _, err := inside.Enter(ctx, h.l); err != nil {
 		return nil, err
 	}
 	h.locks++
@@ -297,7 +297,7 @@ func (lk *Lock) Unlock(ctx context.Context) error {
 	defer h.mu.Unlock()
 	h.locks--
 	if h.locks > 0 {
-		return bridge.Exit(ctx, h.l)
+		return inside.Exit(ctx, h.l)
 	}
 	lk.k.forget(lk.key, h)
 	return h.l.Release(ctx)

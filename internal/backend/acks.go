@@ -69,7 +69,7 @@ func (r *Redis) reloadOnRedirect(ctx context.Context, err error) {
 }
 
 // acquireAcked is Acquire followed by WAIT.
-func (r *Redis) acquireAcked(ctx context.Context, req Request, keys []string, args []any) (Acquisition, error) {
+func (r *Redis) acquireAcked(ctx context.Context, s *script, req Request, keys []string, args []any) (Acquisition, error) {
 	c, err := r.nodeFor(ctx, keys[0])
 	if err != nil {
 		return Acquisition{}, fmt.Errorf("acquire: %w", err)
@@ -81,9 +81,9 @@ func (r *Redis) acquireAcked(ctx context.Context, req Request, keys []string, ar
 	run := func(eval bool) {
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			if eval {
-				script = acquireScript.Eval(ctx, p, keys, args...)
+				script = s.Eval(ctx, p, keys, args...)
 			} else {
-				script = acquireScript.EvalSha(ctx, p, keys, args...)
+				script = s.EvalSha(ctx, p, keys, args...)
 			}
 			wait = p.Do(ctx, "WAIT", r.acks, r.ackTimeout.Milliseconds())
 			return nil

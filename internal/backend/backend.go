@@ -41,6 +41,11 @@ type Request struct {
 	// Exclusive says that Owner is this attempt's alone (a fresh random
 	// owner), so Abandon may delete whatever count it has.
 	Exclusive bool
+	// Limit, when positive, makes the attempt one for a permit of a
+	// semaphore of Limit permits: the name's key is a set of permits, and
+	// the attempt takes one while fewer than Limit are held. Owner must be
+	// empty.
+	Limit int
 	// Queue, when positive, makes the attempt fair: the name goes to waiters
 	// in the order they first asked, and the queue forgets a waiter that
 	// has not tried again for Queue.
@@ -57,6 +62,9 @@ type Item struct {
 	TTL time.Duration
 	// Reentrant marks a reentrant lock.
 	Reentrant bool
+	// Permit marks a semaphore's permit (Request.Limit); Token is its
+	// token.
+	Permit bool
 	// Count is how many entries of a reentrant lock Release takes back;
 	// 0 takes back all of the owner's.
 	Count int
@@ -82,8 +90,11 @@ func (it Item) op() string {
 
 // Item returns the item of a successful request.
 func (r Request) Item() Item {
-	if r.Owner != "" {
+	switch {
+	case r.Owner != "":
 		return Item{Name: r.Name, Token: r.Owner, TTL: r.TTL, Reentrant: true}
+	case r.Limit > 0:
+		return Item{Name: r.Name, Token: r.Token, TTL: r.TTL, Permit: true}
 	}
 	return Item{Name: r.Name, Token: r.Token, TTL: r.TTL}
 }

@@ -13,9 +13,10 @@ import (
 // deterministically. Faults are injected per call.
 //
 // It answers as the Redis backend does (the contract tests run both), with
-// one exception: it keeps no fair queue, and refuses a fair request
-// (Request.Queue > 0) with an error wrapping errors.ErrUnsupported rather
-// than serve it as a barging one.
+// two exceptions: it keeps no fair queue and no semaphore, and refuses a
+// fair request (Request.Queue > 0) and a permit's (Request.Limit > 0) with
+// an error wrapping errors.ErrUnsupported rather than serve them as
+// something else.
 type Fake struct {
 	mu      sync.Mutex
 	keys    map[string]fakeKey
@@ -53,7 +54,10 @@ type retiredMark struct {
 }
 
 // errFakeFair refuses what the fake does not model.
-var errFakeFair = fmt.Errorf("fake backend: fair queues: %w", errors.ErrUnsupported)
+var (
+	errFakeFair    = fmt.Errorf("fake backend: fair queues: %w", errors.ErrUnsupported)
+	errFakePermits = fmt.Errorf("fake backend: semaphores: %w", errors.ErrUnsupported)
+)
 
 // NewFake returns an empty Fake.
 func NewFake() *Fake {
@@ -184,8 +188,11 @@ func (f *Fake) marked(name, id string) (retiredMark, bool) {
 // Acquire implements Backend, as acquire.lua does; it refuses a fair
 // request.
 func (f *Fake) Acquire(ctx context.Context, req Request) (Acquisition, error) {
-	if req.Queue > 0 {
+	switch {
+	case req.Queue > 0:
 		return Acquisition{}, errFakeFair
+	case req.Limit > 0:
+		return Acquisition{}, errFakePermits
 	}
 	if err := f.begin(ctx, "acquire"); err != nil {
 		return Acquisition{}, err

@@ -38,8 +38,8 @@ var (
 // in the background until they end, their bound passes, or Close; a late
 // acquire of a failed attempt is abandoned on its node.
 //
-// Reentrant locks and fair queues are not supported: Acquire, Leave and
-// Reenter refuse them with errors.ErrUnsupported.
+// Reentrant locks, semaphores' permits and fair queues are not supported:
+// Acquire, Leave and Reenter refuse them with errors.ErrUnsupported.
 type Quorum struct {
 	nodes  []*Redis
 	linger time.Duration
@@ -138,8 +138,8 @@ func (q *Quorum) all() []int {
 
 // Acquire sets the name on every node and holds it if a majority did.
 func (q *Quorum) Acquire(ctx context.Context, req Request) (Acquisition, error) {
-	if req.Owner != "" || req.Queue > 0 {
-		return Acquisition{}, fmt.Errorf("quorum mode: reentrant locks and fair queues: %w", errors.ErrUnsupported)
+	if req.Owner != "" || req.Queue > 0 || req.Limit > 0 {
+		return Acquisition{}, fmt.Errorf("quorum mode: reentrant locks, semaphores and fair queues: %w", errors.ErrUnsupported)
 	}
 	a := &quorumAttempt{q: q, req: req, res: make([]Acquisition, len(q.nodes)), errs: make([]error, len(q.nodes)),
 		final: make(chan struct{}),

@@ -16,8 +16,13 @@ import (
 )
 
 var (
+	// fence.lua defines a function that acquire.lua and permit.lua call.
+	//go:embed scripts/fence.lua
+	fenceSrc string
 	//go:embed scripts/acquire.lua
 	acquireSrc string
+	//go:embed scripts/permit.lua
+	permitSrc string
 	//go:embed scripts/renew.lua
 	renewSrc string
 	//go:embed scripts/release.lua
@@ -29,7 +34,8 @@ var (
 	//go:embed scripts/reenter.lua
 	reenterSrc string
 
-	acquireScript = newScript(acquireSrc)
+	acquireScript = newScript(fenceSrc + acquireSrc)
+	permitScript  = newScript(fenceSrc + permitSrc)
 	renewScript   = newScript(renewSrc)
 	releaseScript = newScript(releaseSrc)
 	abandonScript = newScript(abandonSrc)
@@ -66,8 +72,12 @@ func NewRedis(client redis.UniversalClient, prefix string) *Redis {
 	return &Redis{client: client, layout: Layout{Prefix: prefix}}
 }
 
-// Acquire runs acquire.lua: one round trip once the script is cached.
+// Acquire runs acquire.lua (permit.lua for a permit): one round trip once
+// the script is cached.
 func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
+	if req.Limit > 0 {
+		return r.acquirePermit(ctx, req)
+	}
 	keys := r.layout.AcquireKeys(req.Name, req.Token)
 	ttl := msArg(&r.ttlArg, req.TTL)
 	// A plain lease, the common case, passes two arguments.
@@ -77,13 +87,26 @@ func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 		if full {
 			args = append(args, req.Owner, req.Queue.Milliseconds())
 		}
-		return r.acquireAcked(ctx, req, keys, args)
+		return r.acquireAcked(ctx, acquireScript, req, keys, args)
 	}
 	a := append(acquireScript.call(keys, 4), req.Token, ttl)
 	if full {
 		a = append(a, req.Owner, req.Queue.Milliseconds())
 	}
 	return acquisition(acquireScript.send(ctx, r.client, a))
+}
+
+// acquirePermit runs permit.lua.
+func (r *Redis) acquirePermit(ctx context.Context, req Request) (Acquisition, error) {
+	if req.Owner != "" {
+		return Acquisition{}, errors.New("backend: a permit request has no owner")
+	}
+	keys := r.layout.PermitKeys(req.Name, req.Token)
+	args := []any{req.Token, msArg(&r.ttlArg, req.TTL), req.Limit, req.Queue.Milliseconds()}
+	if r.acks > 0 {
+		return r.acquireAcked(ctx, permitScript, req, keys, args)
+	}
+	return acquisition(permitScript.send(ctx, r.client, append(permitScript.call(keys, len(args)), args...)))
 }
 
 // isRedisTooOld reports whether err is what a Redis older than 6.2 answers
@@ -139,7 +162,12 @@ func (r *Redis) Abandon(ctx context.Context, req Request) error {
 	if req.Exclusive {
 		excl = "1"
 	}
-	err := abandonScript.Run(ctx, r.client, keys, req.Token, r.layout.Channel(n), req.TTL.Milliseconds(), req.Owner, excl).Err()
+	args := []any{req.Token, r.layout.Channel(n), req.TTL.Milliseconds(), req.Owner, excl}
+	if req.Limit > 0 {
+		keys = append(keys, r.layout.Permits(n))
+		args = append(args, "z")
+	}
+	err := abandonScript.Run(ctx, r.client, keys, args...).Err()
 	if err != nil {
 		return fmt.Errorf("abandon script: %w", err)
 	}
@@ -150,7 +178,11 @@ func (r *Redis) Abandon(ctx context.Context, req Request) error {
 func (r *Redis) Leave(ctx context.Context, req Request) error {
 	n := req.Name
 	keys := []string{r.layout.Lease(n), r.layout.Queue(n), r.layout.QueueExpiry(n)}
-	if err := leaveScript.Run(ctx, r.client, keys, req.Token, r.layout.Channel(n)).Err(); err != nil {
+	args := []any{req.Token, r.layout.Channel(n)}
+	if req.Limit > 0 {
+		args = append(args, "z")
+	}
+	if err := leaveScript.Run(ctx, r.client, keys, args...).Err(); err != nil {
 		return fmt.Errorf("leave script: %w", err)
 	}
 	return nil
@@ -181,11 +213,14 @@ func (r *Redis) Renew(ctx context.Context, items []Item, errs []error) {
 
 // renewArgs are renew.lua's keys and arguments for one item.
 func (r *Redis) renewArgs(it Item) ([]string, scriptArgs) {
-	kind := ""
-	if it.Reentrant {
-		kind = "h"
+	ttl := msArg(&r.ttlArg, it.TTL)
+	switch {
+	case it.Reentrant:
+		return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name)}, argsOf(it.Token, ttl, "h")
+	case it.Permit:
+		return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name), r.layout.Permits(it.Name)}, argsOf(it.Token, ttl, "z")
 	}
-	return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name)}, argsOf(it.Token, msArg(&r.ttlArg, it.TTL), kind)
+	return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name)}, argsOf(it.Token, ttl, "")
 }
 
 // Release runs release.lua for every item in one pipeline.
@@ -205,7 +240,10 @@ func (r *Redis) ReleaseOne(ctx context.Context, it Item) error {
 func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 	keys := r.layout.ReleaseKeys(it.Name, it.op())
 	free := msArg(&r.freeArg, retiredFree(it.TTL))
-	if !it.Reentrant {
+	switch {
+	case it.Permit:
+		return append(keys, r.layout.Permits(it.Name)), argsOf(it.Token, free, "z")
+	case !it.Reentrant:
 		return keys, argsOf(it.Token, free)
 	}
 	return keys, argsOf(it.Token, free, strconv.Itoa(it.Count), retiredFor.Milliseconds())
@@ -314,13 +352,19 @@ func (r *Redis) Guard(ctx context.Context, it Item, fn func(redis.Pipeliner) err
 		var cmds []redis.Cmder
 		err := r.client.Watch(ctx, func(tx *redis.Tx) error {
 			var held bool
-			if it.Reentrant {
+			switch {
+			case it.Permit:
+				var err error
+				if held, err = permitHeld(ctx, tx, key, it.Token); err != nil {
+					return err
+				}
+			case it.Reentrant:
 				n, err := tx.HExists(ctx, key, it.Token).Result()
 				if err != nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
 					return err
 				}
 				held = n
-			} else {
+			default:
 				v, err := tx.Get(ctx, key).Result()
 				if err != nil && err != redis.Nil && !redis.HasErrorPrefix(err, "WRONGTYPE") {
 					return err
@@ -339,4 +383,21 @@ func (r *Redis) Guard(ctx context.Context, it Item, fn func(redis.Pipeliner) err
 		}
 		return cmds, err
 	}
+}
+
+// permitHeld reports whether token holds a permit of the semaphore at key
+// (permit.lua): its score is ahead of the server's clock.
+func permitHeld(ctx context.Context, c redis.Cmdable, key, token string) (bool, error) {
+	score, err := c.ZScore(ctx, key, token).Result()
+	switch {
+	case err == redis.Nil || err != nil && redis.HasErrorPrefix(err, "WRONGTYPE"):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	now, err := c.Time(ctx).Result()
+	if err != nil {
+		return false, err
+	}
+	return score > float64(now.UnixMilli()), nil
 }

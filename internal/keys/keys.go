@@ -67,9 +67,10 @@ type Layout struct {
 func (l Layout) base(name string) string { return l.Prefix + "{" + name + "}" }
 
 // Lease is the name's key, P{N}, whatever kind of lock holds the name: a
-// lease's token (a string), or a reentrant lock's owner counts (a hash). It
-// lives the holder's TTL, renewed by the watchdog, and is deleted by
-// release.
+// lease's token (a string), a reentrant lock's owner counts (a hash), or a
+// semaphore's permits (a sorted set of token -> expiry in server ms). It
+// lives the holder's TTL (the longest-lived permit's), renewed by the
+// watchdog, and is deleted by release (of the last permit).
 func (l Layout) Lease(name string) string { return l.base(name) }
 
 // Fence is the name's fencing counter, P{N}:fence (docs/design.md S5). It is
@@ -105,6 +106,11 @@ func (l Layout) Queue(name string) string { return l.base(name) + ":queue" }
 // as Queue does.
 func (l Layout) QueueExpiry(name string) string { return l.base(name) + ":queue:expiry" }
 
+// Permits is P{N}:permits, a semaphore's fence of each permit (a hash of
+// token -> fence) while the name's key holds its permits (a sorted set of
+// token -> expiry, server ms). It lives as long as that key.
+func (l Layout) Permits(name string) string { return l.base(name) + ":permits" }
+
 // Leader is the election's leader record, P{N}:leader: a hash of identity
 // and fence, written through Lease.Exec so that only the live leader
 // writes it. It lives the leadership TTL, refreshed during the term, and is
@@ -120,6 +126,12 @@ func (l Layout) LeaderChanged(name string) string { return l.base(name) + ":lead
 // string, built in one allocation: an acquire is the hot path.
 func (l Layout) AcquireKeys(name, token string) []string {
 	return l.join(name, token, "", ":fence", retired, ":queue", ":queue:expiry")
+}
+
+// PermitKeys returns permit.lua's KEYS for a request with token:
+// AcquireKeys, then Permits.
+func (l Layout) PermitKeys(name, token string) []string {
+	return l.join(name, token, "", ":fence", retired, ":queue", ":queue:expiry", ":permits")
 }
 
 // ReleaseKeys returns release.lua's KEYS: Lease and Retired(op), built as

@@ -17,12 +17,16 @@ func allKeys(t *testing.T, l Layout, name, id string) map[string]string {
 		"Retired":       l.Retired(name, id),
 		"Queue":         l.Queue(name),
 		"QueueExpiry":   l.QueueExpiry(name),
+		"Permits":       l.Permits(name),
 		"Leader":        l.Leader(name),
 		"LeaderChanged": l.LeaderChanged(name),
 	}
 	acq := l.AcquireKeys(name, id)
 	if want := []string{k["Lease"], k["Fence"], k["Retired"], k["Queue"], k["QueueExpiry"]}; !equal(acq, want) {
 		t.Fatalf("AcquireKeys(%q, %q) = %q, want %q", name, id, acq, want)
+	}
+	if pk := l.PermitKeys(name, id); !equal(pk, append(acq, k["Permits"])) {
+		t.Fatalf("PermitKeys(%q, %q) = %q", name, id, pk)
 	}
 	if rel := l.ReleaseKeys(name, id); !equal(rel, []string{k["Lease"], k["Retired"]}) {
 		t.Fatalf("ReleaseKeys(%q, %q) = %q", name, id, rel)
@@ -52,8 +56,9 @@ func equal(a, b []string) bool {
 // what lies between P{ and the last '}') as well as its consequence.
 //
 // Marker ids are tenure's tokens: 32 hex digits, followed with WithHolder
-// by '.' and the holder identity. An identity holding '}' breaks the
-// argument: TestRetiredIDWithBrace shows the collision it allows.
+// by '.' and the holder identity, which lease.WithHolder refuses when it
+// holds a brace. An id holding '}' would break the argument:
+// TestRetiredIDWithBrace shows the collision it would allow.
 func FuzzLayoutInjective(f *testing.F) {
 	f.Add("tenure:", "a", "b", "t1", "t2")
 	f.Add("tenure:", "a", "a}:fence", "x", "x")
@@ -110,11 +115,11 @@ func FuzzLayoutInjective(f *testing.F) {
 	})
 }
 
-// A marker id holding '}' lets two names' keys meet: the marker of an
-// acquire by "a" whose token ends in "}" (a WithHolder identity ending
-// in '}') is the lease key of a name that holds that token. This test
-// pins the limit down rather than hiding it: a name would have to embed
-// another holder's random 128-bit token to collide.
+// A marker id holding '}' would let two names' keys meet: the marker of
+// an acquire by "a" whose token ends in "}" is the lease key of a name
+// that holds that token. This is why lease.WithHolder refuses identities
+// with braces (lease's TestHolderIdentityRejected); the test pins the
+// layout's own limit down, so that a change to it is seen.
 func TestRetiredIDWithBrace(t *testing.T) {
 	l := Layout{Prefix: DefaultPrefix}
 	token := "0123456789abcdef0123456789abcdef.h}"

@@ -6,15 +6,18 @@
 -- KEYS[2]  the abandoned request's marker, P{N}:retired:<token>
 -- KEYS[3]  the fair queue, P{N}:queue
 -- KEYS[4]  the queue's expiries, P{N}:queue:expiry
+-- KEYS[5]  for a semaphore's permit only: P{N}:permits (permit.lua)
 -- ARGV[1]  the abandoned request's token
 -- ARGV[2]  the name's release channel, P{N}:released
 -- ARGV[3]  the TTL the acquire asked for, in milliseconds
 -- ARGV[4]  the reentrant lock's owner, or '' for a lease
 -- ARGV[5]  '1' when the owner was the abandoned request's alone (a fresh
 --          random owner), so any count it has came from that request
+-- ARGV[6]  'z' when the request was for a semaphore's permit; absent
+--          otherwise
 --
 -- Returns  1 when the acquire had been applied: the lease (or the owner's
---            entries) is deleted and waiters are told;
+--            entries, or the permit) is deleted and waiters are told;
 --          0 when it had not, or cannot be told apart from entries of others
 --            sharing the owner.
 -- Either way a marker now makes acquire.lua refuse the request for a TTL, so
@@ -25,7 +28,13 @@ local rank = redis.call('ZRANK', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('ZREM', KEYS[4], ARGV[1])
 local applied = 0
-if ARGV[4] == '' then
+if ARGV[6] == 'z' then
+  if type(redis.pcall('ZSCORE', KEYS[1], ARGV[1])) == 'string' then
+    redis.call('ZREM', KEYS[1], ARGV[1])
+    redis.call('HDEL', KEYS[5], ARGV[1])
+    applied = 1
+  end
+elseif ARGV[4] == '' then
   if redis.pcall('GET', KEYS[1]) == ARGV[1] then
     redis.call('DEL', KEYS[1])
     applied = 1
@@ -35,8 +44,11 @@ elseif ARGV[5] == '1' and redis.pcall('HEXISTS', KEYS[1], ARGV[4]) == 1 then
   applied = 1
 end
 -- Tell the waiters when the name is free because of us: we let it go, or we
--- were first in the queue.
-if (applied == 1 or rank == 0) and redis.call('EXISTS', KEYS[1]) == 0 then
+-- were first in the queue. A permit we let go, or a place in a
+-- semaphore's queue, may let a waiter in whoever else holds the name.
+if ARGV[6] == 'z' and (applied == 1 or rank) then
+  redis.call('PUBLISH', ARGV[2], 'released')
+elseif (applied == 1 or rank == 0) and redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('PUBLISH', ARGV[2], 'released')
 end
 return applied

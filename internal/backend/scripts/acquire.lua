@@ -45,42 +45,10 @@
 -- when two grants fall in one microsecond or the clock steps back a little
 -- while the counter lives. So the counter may expire with the lock key, and
 -- does: no key of a name outlives it (S6). Fences stay exact in Lua's
--- doubles until 2^53 us, in 2255.
+-- doubles until 2^53 us, in 2255. fence() is fence.lua's, prepended to
+-- this script.
 local token, ttl = ARGV[1], ARGV[2]
 local owner, patience = ARGV[3] or '', tonumber(ARGV[4] or '0')
-
--- fence writes the clock and reads the counter it replaces in one SET ...
--- GET, since the clock is nearly always the larger; on the rare paths (the
--- counter is ahead, or broken) it writes again, so that nothing is lost.
-local function fence()
-  local now = redis.call('TIME')
-  local f = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  local counter = redis.pcall('SET', KEYS[2], string.format('%.0f', f), 'PX', ttl, 'GET')
-  if type(counter) == 'table' then
-    return counter -- another type: SET ... GET touched nothing
-  end
-  if not counter then
-    return f
-  end
-  local c = tonumber(counter)
-  local broken
-  if not c or c ~= math.floor(c) then
-    broken = 'is not an integer'
-  elseif c >= 9007199254740991 then
-    -- Past 2^53 a double no longer holds every integer: c + 1 could
-    -- equal c.
-    broken = 'would overflow'
-  end
-  if broken then
-    redis.call('SET', KEYS[2], counter, 'KEEPTTL')
-    return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' ' .. broken)
-  end
-  if c + 1 > f then
-    f = c + 1
-    redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ttl)
-  end
-  return f
-end
 
 local function current_fence()
   return tonumber(redis.call('GET', KEYS[2]))
@@ -138,7 +106,7 @@ if head == nil or head == token then
       redis.call('ZREM', KEYS[4], token)
       redis.call('ZREM', KEYS[5], token)
     end
-    local f = fence()
+    local f = fence(KEYS[2], ttl)
     if type(f) == 'table' then
       -- A corrupt counter: take the name back so that the error leaves nothing.
       redis.call('DEL', KEYS[1])

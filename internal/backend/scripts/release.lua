@@ -3,21 +3,26 @@
 -- KEYS[1]  the lock key, P{N}; the name's release channel is KEYS[1] ..
 --          ':released' (internal/keys: Channel), a channel and not a key
 -- KEYS[2]  this release's marker, P{N}:retired:<op>
--- ARGV[1]  a lease's token, or a reentrant lock's owner
+-- KEYS[3]  for a semaphore's permit only: P{N}:permits (permit.lua)
+-- ARGV[1]  a lease's token, a reentrant lock's owner, or a permit's token
 -- ARGV[2]  how long to remember a release that frees the name, in
 --          milliseconds: no longer than the lease's TTL, so that no key of a
 --          name outlives its last holder by more than a TTL (S6)
--- ARGV[3]  absent for a lease; for a reentrant lock, how many entries of
---          the owner to take back, '0' for all of them
+-- ARGV[3]  absent for a lease; 'z' for a semaphore's permit; for a
+--          reentrant lock, how many entries of the owner to take back, '0'
+--          for all of them
 -- ARGV[4]  for a reentrant lock, how long to remember a release that
 --          leaves the owner holding the name (an inner exit), in ms
 --
 -- Returns  1 when ARGV[1] held the name: a lease is deleted; a reentrant
 --            lock's owner count goes down, and at zero the owner's field goes,
 --            and with the last owner the key. When the name became free a
---            message is published on the release channel;
---          0 when the name is free or held by another token, owner or kind:
---            nothing is touched.
+--            message is published on the release channel.
+--            A permit leaves the semaphore's set, and a message is published
+--            (a permit is free, whoever else holds one);
+--          0 when the name is free or held by another token, owner or kind,
+--            or the permit is past its expiry (it is dropped: another request
+--            may count it free already).
 -- A release is remembered: a copy a client library resends after losing the
 -- reply is answered 1 again, and neither reports "not held" for a lease it
 -- just released nor takes back a reentrant entry twice. A lease's copy
@@ -34,6 +39,21 @@ if not ARGV[3] then
     return redis.call('EXISTS', KEYS[2])
   end
   redis.call('DEL', KEYS[1])
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
+  return 1
+end
+if ARGV[3] == 'z' then
+  local score = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
+  if type(score) ~= 'string' then
+    return redis.call('EXISTS', KEYS[2])
+  end
+  redis.call('ZREM', KEYS[1], ARGV[1])
+  redis.call('HDEL', KEYS[3], ARGV[1])
+  local now = redis.call('TIME')
+  if tonumber(score) <= tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) then
+    return 0
+  end
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
   redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
   return 1

@@ -2,19 +2,52 @@
 --
 -- KEYS[1]  the lock key, P{N}
 -- KEYS[2]  the fencing counter, P{N}:fence
--- ARGV[1]  a lease's token, or a reentrant lock's owner
+-- KEYS[3]  for a semaphore's permit only: P{N}:permits (permit.lua)
+-- ARGV[1]  a lease's token, a reentrant lock's owner, or a permit's token
 -- ARGV[2]  the TTL in milliseconds
--- ARGV[3]  'h' for a reentrant lock (a hash of owner -> count), '' for a lease
+-- ARGV[3]  'h' for a reentrant lock (a hash of owner -> count), 'z' for a
+--          semaphore's permit (a sorted set of token -> expiry in server
+--          ms, permit.lua), '' for a lease
 --
 -- Returns  1 when ARGV[1] still holds the name: its remaining TTL is now at
 --            least ARGV[2] ms (never shortened, so a late or repeated renewal
 --            with a smaller TTL cannot cut it short: safety property S8), and
 --            the fencing counter lives exactly as long as the lock key;
 --          0 when the name is held by another token, owner or kind;
---         -1 when the name is free: its key was deleted, or expired.
--- pcall: GET or HEXISTS on a key of another kind is an error reply, which is
--- simply "not this holder".
-if ARGV[3] == 'h' then
+--         -1 when the name is free: its key was deleted, or expired (for a
+--            permit: the token holds none, or one past its expiry, which
+--            is dropped: another request may count it free already).
+-- A permit is held while its score is ahead of the server's clock; a
+-- renewal sets it to now + TTL when that is later (S8 again).
+-- pcall: GET, HEXISTS or ZSCORE on a key of another kind is an error reply,
+-- which is simply "not this holder".
+if ARGV[3] == 'z' then
+  local score = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
+  if type(score) == 'table' then
+    return 0
+  end
+  local now = redis.call('TIME')
+  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  if not score or tonumber(score) <= now_ms then
+    if score then
+      redis.call('ZREM', KEYS[1], ARGV[1])
+      redis.call('HDEL', KEYS[3], ARGV[1])
+    end
+    return -1
+  end
+  local until_ms = now_ms + tonumber(ARGV[2])
+  if until_ms > tonumber(score) then
+    redis.call('ZADD', KEYS[1], until_ms, ARGV[1])
+  end
+  local left = redis.call('PTTL', KEYS[1])
+  if left < tonumber(ARGV[2]) then
+    left = ARGV[2]
+    redis.call('PEXPIRE', KEYS[1], left)
+  end
+  redis.call('PEXPIRE', KEYS[3], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  return 1
+elseif ARGV[3] == 'h' then
   if redis.pcall('HEXISTS', KEYS[1], ARGV[1]) ~= 1 then
     return redis.call('EXISTS', KEYS[1]) - 1
   end

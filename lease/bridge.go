@@ -6,20 +6,31 @@ import (
 	"fmt"
 
 	"github.com/tenure-go/tenure/internal/backend"
-	"github.com/tenure-go/tenure/internal/reentry"
+	"github.com/tenure-go/tenure/internal/bridge"
 	"github.com/tenure-go/tenure/watchdog"
 )
 
 // Package reentrant builds reentrant locks on leases whose key is a hash of
-// owner -> count (docs/design.md section 3); these are the parts of lease it
-// needs.
+// owner -> count, and package semaphore permits on leases whose key is a
+// sorted set of permits (docs/design.md section 3); these are the parts of
+// lease they need.
 func init() {
-	reentry.Set(reentry.Bridge[*Manager, *Lease, AcquireOption]{
+	bridge.Set(bridge.Bridge[*Manager, *Lease, AcquireOption]{
 		Acquire: func(ctx context.Context, m *Manager, name, owner string, exclusive, wait bool, opts []AcquireOption) (*Lease, error) {
 			if owner == "" {
 				return nil, fmt.Errorf("%w: empty owner", ErrInvalidOption)
 			}
-			return m.acquire(ctx, name, opts, wait, owner, exclusive)
+			return m.acquire(ctx, name, opts, wait, holding{owner: owner, exclusive: exclusive})
+		},
+		Permit: func(ctx context.Context, m *Manager, name string, n int, wait bool, opts []AcquireOption) (*Lease, error) {
+			if n < 1 {
+				return nil, fmt.Errorf("%w: %d permits: a semaphore has at least 1", ErrInvalidOption, n)
+			}
+			return m.acquire(ctx, name, opts, wait, holding{limit: n})
+		},
+		Run: func(ctx context.Context, l *Lease, fn func(context.Context) error) error { return l.run(ctx, fn) },
+		Holds: func(m *Manager, l *Lease) (bool, bool) {
+			return l != nil && l.m == m && l.Err() == nil, l != nil && l.permit
 		},
 		Enter: func(ctx context.Context, l *Lease) (int64, error) { return l.enter(ctx) },
 		Exit:  func(ctx context.Context, l *Lease) error { return l.exit(ctx) },

@@ -1,0 +1,137 @@
+-- permit.lua: take one permit of a semaphore (at most ARGV[3] holders of
+-- the name at once) and hand out its fencing token. A semaphore holds the
+-- name's key as a sorted set of permit tokens scored by when each expires
+-- (server time in ms), so a dead holder's permit frees itself: a permit
+-- past its score is counted free and removed here. The key is the one a
+-- lease of the name would use (one name is one lock, whatever kind holds
+-- it): a lease or a reentrant lock of the name and its permits exclude each
+-- other.
+--
+-- KEYS[1]  the semaphore, P{N}: a sorted set of token -> expiry (ms)
+-- KEYS[2]  the fencing counter, P{N}:fence (as acquire.lua's)
+-- KEYS[3]  the marker abandon.lua leaves for this request, P{N}:retired:<token>
+-- KEYS[4]  the fair queue, P{N}:queue (as acquire.lua's)
+-- KEYS[5]  the queue's expiries, P{N}:queue:expiry (as acquire.lua's)
+-- KEYS[6]  each permit's fence, P{N}:permits: a hash of token -> fence, so
+--          that a resent request is answered with the fence it was given
+-- ARGV[1]  the request's random token: the permit's, when granted
+-- ARGV[2]  the TTL in milliseconds
+-- ARGV[3]  the number of permits, N >= 1: this request's N. N may differ
+--          between requests; each is granted only while fewer than its own
+--          N permits are held
+-- ARGV[4]  fair mode: how long, in milliseconds, the queue keeps this token
+--          without another attempt; '0' for a barging request, which joins
+--          no queue but waits while anyone waits in it (as acquire.lua's)
+--
+-- Returns  fence, an integer, when the token now holds a permit (also when
+--                    it already did: a client library's resent request
+--                    gets the first answer);
+--          {0, wait[, arrival]} when no permit is free for this request:
+--                    wait is how long, in milliseconds, before one could be
+--                    free even if nobody lets go (the earliest permit's
+--                    expiry, or the queue head's when permits are free but
+--                    promised to the queue), -1 when never; a fair request
+--                    also gets its arrival in the queue (server time in us);
+--          {0, -2}   when its sender already gave this request up
+--                    (abandon.lua ran): nothing is touched.
+-- Fences are made as acquire.lua makes them (fence() is fence.lua's,
+-- prepended to this script): max(counter + 1, server TIME in us), so that
+-- they increase across every permit, lease and reentrant lock of the name
+-- (safety property S5).
+local token, ttl = ARGV[1], tonumber(ARGV[2])
+local limit, patience = tonumber(ARGV[3]), tonumber(ARGV[4])
+
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  return {0, -2}
+end
+local now = redis.call('TIME')
+local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
+
+-- Another kind of holder (a lease's string, a reentrant lock's hash): the
+-- name is held; wait as for a lease.
+local kind = redis.call('TYPE', KEYS[1])['ok']
+local held = 0
+if kind == 'zset' then
+  local mine = redis.call('ZSCORE', KEYS[1], token)
+  if mine and tonumber(mine) > now_ms then
+    return tonumber(redis.call('HGET', KEYS[6], token))
+  end
+  -- Permits past their expiry are free: drop them, a bounded number per
+  -- call (renew.lua and release.lua refuse an expired permit too, so one
+  -- left here until the next call is no holder).
+  local dead = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now_ms, 'LIMIT', 0, 100)
+  if #dead > 0 then
+    redis.call('ZREM', KEYS[1], unpack(dead))
+    redis.call('HDEL', KEYS[6], unpack(dead))
+  end
+  held = redis.call('ZCOUNT', KEYS[1], '(' .. now_ms, '+inf')
+elseif kind ~= 'none' then
+  held = -1
+end
+
+-- Forget waiters that stopped asking, then find this request's place: a
+-- fair request at its rank, a barging one behind the whole queue, which it
+-- never passes: a waiting writer of a read-write lock (a lease in the
+-- queue) keeps new readers (barging permits) out.
+local ahead = 0
+if patience > 0 or redis.call('EXISTS', KEYS[4]) == 1 then
+  local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms, 'LIMIT', 0, 100)
+  if #gone > 0 then
+    redis.call('ZREM', KEYS[5], unpack(gone))
+    redis.call('ZREM', KEYS[4], unpack(gone))
+  end
+  ahead = redis.call('ZCARD', KEYS[4])
+  if patience > 0 then
+    ahead = redis.call('ZRANK', KEYS[4], token) or ahead
+  end
+end
+
+if held >= 0 and held + ahead < limit and (patience > 0 or ahead == 0) then
+  local f = fence(KEYS[2], ttl)
+  if type(f) == 'table' then
+    return f -- a corrupt counter: nothing taken
+  end
+  redis.call('ZADD', KEYS[1], now_ms + ttl, token)
+  redis.call('HSET', KEYS[6], token, string.format('%.0f', f))
+  -- The keys outlive their longest-lived permit, and no more: the fence
+  -- counter too, which the SET above may have shortened below another
+  -- permit's expiry.
+  local left = math.max(redis.call('PTTL', KEYS[1]), ttl)
+  redis.call('PEXPIRE', KEYS[1], left)
+  redis.call('PEXPIRE', KEYS[6], left)
+  redis.call('PEXPIRE', KEYS[2], left)
+  if patience > 0 then
+    redis.call('ZREM', KEYS[4], token)
+    redis.call('ZREM', KEYS[5], token)
+  end
+  return f
+end
+
+local wait
+if held < 0 then
+  wait = redis.call('PTTL', KEYS[1])
+elseif held >= limit then
+  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+  wait = math.max(0, tonumber(first[2]) - now_ms)
+else
+  -- Free, but promised to waiters ahead: wait at most until the head is
+  -- forgotten.
+  wait = 0
+  local head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
+  if head then
+    wait = math.max(0, tonumber(redis.call('ZSCORE', KEYS[5], head) or now_ms) - now_ms)
+  end
+end
+if patience > 0 then
+  if not redis.call('ZSCORE', KEYS[4], token) then
+    redis.call('ZADD', KEYS[4], now_us, token)
+  end
+  redis.call('ZADD', KEYS[5], now_ms + patience, token)
+  if redis.call('PTTL', KEYS[4]) < patience then
+    redis.call('PEXPIRE', KEYS[4], patience)
+    redis.call('PEXPIRE', KEYS[5], patience)
+  end
+  return {0, wait, tonumber(redis.call('ZSCORE', KEYS[4], token))}
+end
+return {0, wait}

@@ -1,0 +1,55 @@
+// Package bridge connects packages reentrant, semaphore and rwlock to the parts of
+// package lease that lease does not export: acquiring a name as a
+// reentrant lock, entering or leaving one that is held, and acquiring a
+// semaphore's permit.
+//
+// lease cannot be imported from here (lease imports this package), so the
+// bridge is generic in lease's types: lease sets a Bridge of its own types
+// when it is initialised, and the others get it back naming the same types.
+// Every function is typed at both ends; were the two to name different
+// types, Get panics when the other package is initialised, which every test
+// of it shows at once, rather than dropping anything silently.
+package bridge
+
+import (
+	"context"
+	"fmt"
+)
+
+// Bridge is what packages reentrant and semaphore need of package lease: M
+// is *lease.Manager, L *lease.Lease, O lease.AcquireOption.
+type Bridge[M, L, O any] struct {
+	// Acquire acquires name on manager m as a reentrant lock held by owner,
+	// waiting (as Acquire) or not (as TryAcquire). exclusive says that no
+	// other acquisition shares owner.
+	Acquire func(ctx context.Context, m M, name, owner string, exclusive, wait bool, opts []O) (L, error)
+	// Enter adds an entry to a held reentrant lock and returns the owner's
+	// count on the server.
+	Enter func(ctx context.Context, l L) (int64, error)
+	// Exit takes back one entry of a held reentrant lock that has more
+	// than one through this lease.
+	Exit func(ctx context.Context, l L) error
+	// Permit acquires one permit of the semaphore of n permits called name
+	// on manager m, waiting (as Acquire) or not (as TryAcquire).
+	Permit func(ctx context.Context, m M, name string, n int, wait bool, opts []O) (L, error)
+	// Run runs fn under the held l and releases l when fn returns, as
+	// lease.Manager.Do does once it holds its lease.
+	Run func(ctx context.Context, l L, fn func(context.Context) error) error
+	// Holds reports whether l was acquired through m and is still held,
+	// and whether it is a permit.
+	Holds func(m M, l L) (held, permit bool)
+}
+
+var bridge any
+
+// Set records lease's bridge; package lease calls it from init.
+func Set[M, L, O any](b Bridge[M, L, O]) { bridge = b }
+
+// Get returns the bridge lease set, for the types it names.
+func Get[M, L, O any]() Bridge[M, L, O] {
+	b, ok := bridge.(Bridge[M, L, O])
+	if !ok {
+		panic(fmt.Sprintf("bridge: package lease set a %T, not a %T", bridge, Bridge[M, L, O]{}))
+	}
+	return b
+}
