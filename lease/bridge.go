@@ -26,6 +26,9 @@ func init() {
 			if n < 1 {
 				return nil, fmt.Errorf("%w: %d permits: a semaphore has at least 1", ErrInvalidOption, n)
 			}
+			if broken { // tenure_broken builds only: broken_on.go
+				n = breakLimit(n)
+			}
 			return m.acquire(ctx, name, opts, wait, holding{limit: n})
 		},
 		Run: func(ctx context.Context, l *Lease, fn func(context.Context) error) error { return l.run(ctx, fn) },

@@ -10,3 +10,5 @@ const broken = false
 func breakLoss(*Lease, error) bool { return false }
 
 func breakFence(_ string, fence int64) int64 { return fence }
+
+func breakLimit(n int) int { return n }

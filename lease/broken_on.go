@@ -21,6 +21,7 @@ import (
 //	TENURE_BREAK=refence     every acquisition of a name gets the fence the
 //	                         first one in this process got, as a fencing
 //	                         counter stuck after a rollback would hand out
+//	TENURE_BREAK=overbook    a semaphore of n permits grants n+1
 const broken = true
 
 func breakMode() string { return os.Getenv("TENURE_BREAK") }
@@ -62,4 +63,13 @@ func breakFence(name string, fence int64) int64 {
 	}
 	fences[name] = fence
 	return fence
+}
+
+// breakLimit returns the number of permits to ask the server for, for a
+// semaphore of n.
+func breakLimit(n int) int {
+	if breakMode() == "overbook" {
+		return n + 1
+	}
+	return n
 }

@@ -4,6 +4,7 @@ package chaos
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -62,6 +63,12 @@ func TestChaosBroken(t *testing.T) {
 			}
 			if r.Linearizability.Result != porcupine.Illegal {
 				t.Errorf("porcupine: %v", r.Linearizability)
+			}
+		}},
+		// A semaphore of n permits grants n+1.
+		{"overbook", func(t *testing.T, r *Report) {
+			if !slices.ContainsFunc(r.Overlaps, func(o string) bool { return strings.Contains(o, "permits of its") }) {
+				t.Errorf("no more than n live permits reported: %q", r.Overlaps)
 			}
 		}},
 	} {

@@ -23,6 +23,8 @@ import (
 
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/rwlock"
+	"github.com/tenure-go/tenure/semaphore"
 	"github.com/tenure-go/tenure/watchdog"
 )
 
@@ -32,13 +34,19 @@ var (
 	flagLossy    = flag.Float64("chaos.lossy", 0, "fraction of kill-and-restart faults that lose the server's data (0: every restart keeps it, from the AOF with appendfsync always)")
 	flagManagers = flag.Int("chaos.managers", 4, "managers, each with its own client behind its own proxy")
 	flagWorkers  = flag.Int("chaos.workers", 6, "contending goroutines per manager (every third uses Do)")
-	flagNames    = flag.Int("chaos.names", 3, "names contended for")
+	flagNames    = flag.Int("chaos.names", 3, "names contended for as leases")
+	flagKinds    = flag.String("chaos.kinds", allKinds, "kinds of lock contended for: lease (the -chaos.names names), permit (one semaphore of semN permits), rw (one read-write lock)")
 	flagTTL      = flag.Duration("chaos.ttl", time.Second, "lease TTL")
 	flagFaults   = flag.String("chaos.faults", allFaults, "fault kinds to inject")
 	flagLinWait  = flag.Duration("chaos.lintimeout", 60*time.Second, "how long porcupine may search before the linearizability check reports unknown")
 )
 
 const allFaults = "pause,restart,oldrdb,everysec,promote,latency,blackhole,reset,gcstall"
+
+const allKinds = "lease,permit,rw"
+
+// semN is the number of permits of the semaphore contended for.
+const semN = 2
 
 // config is one run's settings: the flags for TestChaos, fixed ones for the
 // tests of the checker against a broken lease.
@@ -47,7 +55,7 @@ type config struct {
 	seed                    uint64
 	lossy                   float64
 	managers, workers, nams int
-	faults                  string
+	faults, kinds           string
 	linTimeout              time.Duration
 }
 
@@ -57,7 +65,7 @@ func flagConfig() config {
 		seed = uint64(time.Now().UnixNano())
 	}
 	return config{duration: *flagDuration, ttl: *flagTTL, seed: seed, lossy: *flagLossy, managers: *flagManagers,
-		workers: *flagWorkers, nams: *flagNames, faults: *flagFaults, linTimeout: *flagLinWait}
+		workers: *flagWorkers, nams: *flagNames, faults: *flagFaults, kinds: *flagKinds, linTimeout: *flagLinWait}
 }
 
 // outcome is what a run found.
@@ -78,7 +86,8 @@ type run struct {
 	proxies []*redistest.Proxy
 	rec     Recorder
 	store   *Store
-	names   []string
+	names   []string        // every name contended for
+	kinds   map[string]Kind // each name's kind: KindLease, KindPermit, or KindRead for a read-write lock
 	faults  map[string]bool
 	obs     *observer
 	tracer  *tracer
@@ -117,13 +126,19 @@ func TestChaos(t *testing.T) {
 	if out.acquired < 100 || rep.SectionsByEnd[EndLost] == 0 || len(out.history.Faults) < 5 {
 		t.Fatalf("the run exercised too little: %d acquisitions, %d losses, %d faults", out.acquired, rep.SectionsByEnd[EndLost], len(out.history.Faults))
 	}
+	if strings.Contains(cfg.kinds, "permit") && rep.PeakShared["sem0"] < semN {
+		t.Fatalf("the semaphore never had its %d permits held at once (at most %d)", semN, rep.PeakShared["sem0"])
+	}
+	if strings.Contains(cfg.kinds, "rw") && (rep.PeakShared["rw0"] < 2 || rep.SectionsByKind[KindWrite] == 0) {
+		t.Fatalf("the read-write lock saw at most %d readers at once and %d writers", rep.PeakShared["rw0"], rep.SectionsByKind[KindWrite])
+	}
 }
 
 // runChaos runs one chaos run and checks its history; the caller decides
 // what the report must say.
 func runChaos(t *testing.T, cfg config) outcome {
-	t.Logf("chaos: seed %d, duration %v, ttl %v, lossy restarts %.2f, %d managers x %d workers on %d names, faults %s; rerun with -chaos.seed=%d",
-		cfg.seed, cfg.duration, cfg.ttl, cfg.lossy, cfg.managers, cfg.workers, cfg.nams, cfg.faults, cfg.seed)
+	t.Logf("chaos: seed %d, duration %v, ttl %v, lossy restarts %.2f, %d managers x %d workers on %d lease names and kinds %s, faults %s; rerun with -chaos.seed=%d",
+		cfg.seed, cfg.duration, cfg.ttl, cfg.lossy, cfg.managers, cfg.workers, cfg.nams, cfg.kinds, cfg.faults, cfg.seed)
 	r := &run{t: t, cfg: cfg, ttl: cfg.ttl, store: NewStore(), faults: map[string]bool{}, tracer: newTracer()}
 	for _, k := range strings.Split(cfg.faults, ",") {
 		k = strings.TrimSpace(k)
@@ -132,8 +147,28 @@ func runChaos(t *testing.T, cfg config) outcome {
 		}
 		r.faults[k] = true
 	}
-	for i := range cfg.nams {
-		r.names = append(r.names, fmt.Sprintf("res%d", i))
+	r.kinds = map[string]Kind{}
+	for _, k := range strings.Split(cfg.kinds, ",") {
+		switch strings.TrimSpace(k) {
+		case "lease":
+			for i := range cfg.nams {
+				r.kinds[fmt.Sprintf("res%d", i)] = KindLease
+			}
+		case "permit":
+			r.kinds["sem0"] = KindPermit
+		case "rw":
+			r.kinds["rw0"] = KindRead
+		case "":
+		default:
+			t.Fatalf("unknown kind %q: the kinds are %s", k, allKinds)
+		}
+	}
+	for n := range r.kinds {
+		r.names = append(r.names, n)
+	}
+	slices.Sort(r.names)
+	if len(r.names) == 0 {
+		t.Fatal("no names to contend for")
 	}
 	r.srv = redistest.Start(t, redistest.Config{AOF: true})
 	if r.faults["promote"] {
@@ -177,7 +212,7 @@ func runChaos(t *testing.T, cfg config) outcome {
 		managers[i] = m
 	}
 
-	r.obs = newObserver(r.srv, r.names)
+	r.obs = newObserver(r.srv, r.names, r.kinds)
 	obsDone := make(chan struct{})
 	obsCtx, stopObs := context.WithCancel(context.Background())
 	go func() { defer close(obsDone); r.obs.run(obsCtx) }()
@@ -227,7 +262,7 @@ func runChaos(t *testing.T, cfg config) outcome {
 	st.Add("seed", "%d", seed)
 	st.Add("duration", "%v", elapsed.Round(time.Millisecond))
 	st.Add("lease TTL", "%v", r.ttl)
-	st.Add("managers x workers", "%d x %d on %d names", len(managers), cfg.workers, len(r.names))
+	st.Add("managers x workers", "%d x %d on %d names (%s)", len(managers), cfg.workers, len(r.names), strings.Join(r.names, " "))
 	st.Add("acquire calls (Acquire + Do)", "%d", r.attempts.Load())
 	st.Add("  acquisitions", "%d", r.acquired.Load())
 	st.Add("  timed out waiting", "%d", r.acquireTimeouts.Load())
@@ -620,8 +655,11 @@ func endingOf(cause error) Ending {
 
 // worker acquires, writes to the fenced store, works, writes again while
 // the lease is live, and releases; now and then it stalls past its lease
-// and writes anyway.
+// and writes anyway. On a semaphore it holds a permit, on a read-write lock
+// a read lock (two times in three) or the write lock; only leases and
+// writers write.
 func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand) {
+	permits, locks := semaphore.New(m), rwlock.New(m)
 	for r.ctx.Err() == nil {
 		name := r.names[rng.IntN(len(r.names))]
 		// A stall models a process paused past its lease: nothing renews
@@ -632,10 +670,28 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		if stall {
 			opts = append(opts, lease.WithAutoRenew(false))
 		}
+		kind, limit := r.kinds[name], 0
+		if kind == KindRead && rng.IntN(3) == 0 {
+			kind = KindWrite
+		}
 		actx, cancel := context.WithTimeout(r.ctx, 2*r.ttl)
 		r.attempts.Add(1)
 		called := time.Now()
-		l, err := m.Acquire(actx, name, opts...)
+		var (
+			l   *lease.Lease
+			err error
+		)
+		switch kind {
+		case KindLease:
+			l, err = m.Acquire(actx, name, opts...)
+		case KindPermit:
+			limit = semN
+			l, err = permits.Acquire(actx, name, semN, opts...)
+		case KindRead:
+			l, err = locks.RLock(actx, name, opts...)
+		case KindWrite:
+			l, err = locks.Lock(actx, name, opts...)
+		}
 		cancel()
 		if err != nil {
 			if stall {
@@ -656,8 +712,11 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		start := time.Now()
 		r.acquired.Add(1)
 		end := watchEnd(l.Context())
-		s := Section{ID: r.rec.NextID(), Name: name, Holder: holder, Token: l.Token(), Fence: l.Fence(), Called: called, Start: start}
-		r.store.Write(s.ID, name, s.Fence, false)
+		s := Section{ID: r.rec.NextID(), Name: name, Kind: kind, Limit: limit, Holder: holder, Token: l.Token(), Fence: l.Fence(), Called: called, Start: start}
+		writes := kind.exclusive()
+		if writes {
+			r.store.Write(s.ID, name, s.Fence, false)
+		}
 		if stall {
 			// The holder stops looking at its context for longer than the
 			// lease, then writes with its old fence; the lease's context is
@@ -666,11 +725,13 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 			d := r.between(rng, 1.2, 2)
 			time.Sleep(d)
 			r.rec.Fault(Fault{Kind: "holder stalled past its lease", Start: start, End: time.Now()})
-			r.store.Write(s.ID, name, s.Fence, true)
+			if writes {
+				r.store.Write(s.ID, name, s.Fence, true)
+			}
 		} else {
 			// Not woken by the run's end: Close finds some holders inside.
 			sleepCtx(l.Context(), r.holdFor(rng))
-			if l.Context().Err() == nil {
+			if writes && l.Context().Err() == nil {
 				r.store.Write(s.ID, name, s.Fence, false)
 			}
 		}
@@ -711,11 +772,31 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 	}
 }
 
-// doWorker does the same through Do, whose function finds its lease with
-// lease.FromContext.
+// doWorker does the same through Do (lease.Manager's, or semaphore's on
+// the semaphore), whose function finds its lease with lease.FromContext.
+// It leaves read-write locks to worker.
 func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
+	permits := semaphore.New(m)
+	var names []string
+	for _, n := range r.names {
+		if r.kinds[n] != KindRead {
+			names = append(names, n)
+		}
+	}
+	if len(names) == 0 {
+		r.worker(m, false, holder, rng)
+		return
+	}
 	for r.ctx.Err() == nil {
-		name := r.names[rng.IntN(len(r.names))]
+		name := names[rng.IntN(len(names))]
+		kind, limit := r.kinds[name], 0
+		do := m.Do
+		if kind == KindPermit {
+			limit = semN
+			do = func(ctx context.Context, name string, fn func(context.Context) error, opts ...lease.AcquireOption) error {
+				return permits.Do(ctx, name, semN, fn, opts...)
+			}
+		}
 		hold := r.holdFor(rng)
 		dctx, cancel := context.WithTimeout(r.ctx, 2*r.ttl+hold)
 		var (
@@ -726,8 +807,8 @@ func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
 		r.attempts.Add(1)
 		r.doCalls.Add(1)
 		called := time.Now()
-		err := m.Do(dctx, name, func(ctx context.Context) error {
-			s = Section{ID: r.rec.NextID(), Name: name, Holder: holder + " (Do)", Called: called, Start: time.Now()}
+		err := do(dctx, name, func(ctx context.Context) error {
+			s = Section{ID: r.rec.NextID(), Name: name, Kind: kind, Limit: limit, Holder: holder + " (Do)", Called: called, Start: time.Now()}
 			r.acquired.Add(1)
 			end = watchEnd(ctx)
 			l, ok := lease.FromContext(ctx)
@@ -735,13 +816,15 @@ func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
 				r.t.Errorf("Do's function context carries no lease")
 			} else {
 				s.Token, s.Fence = l.Token(), l.Fence()
-				r.store.Write(s.ID, name, s.Fence, false)
+				if kind == KindLease {
+					r.store.Write(s.ID, name, s.Fence, false)
+				}
 			}
 			sleepCtx(ctx, hold)
 			stopped = time.Now()
 			if ok {
 				s.Deadline = l.Deadline()
-				if ctx.Err() == nil {
+				if kind == KindLease && ctx.Err() == nil {
 					r.store.Write(s.ID, name, s.Fence, false)
 				}
 			}
@@ -785,7 +868,10 @@ func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
 // its own, straight to the server (following a promotion), and records when
 // each token was last seen, when its key's TTL would run out, and when it
 // was first seen gone. Each poll reads the values and their PEXPIRETIME in
-// one MULTI, so the expiry read is the one of the token read.
+// one MULTI, so the expiry read is the one of the token read. A semaphore's
+// or a read lock's key is a sorted set of permit tokens scored by their
+// expiry (server ms), read with ZRANGE in the same MULTI: a permit is held
+// while its score is ahead of the server's clock.
 type observer struct {
 	client *redis.Client
 	addr   atomic.Pointer[string]
@@ -793,8 +879,9 @@ type observer struct {
 	keys   []string
 
 	mu      sync.Mutex
+	shared  []bool                 // names[i]'s key may hold permits
 	seen    map[string][]*Sighting // token -> its appearances
-	current map[string]string      // name -> token in the key at the last poll
+	current map[string][]string    // name -> tokens in the key at the last poll
 	polls   int64
 	failed  int64
 	// Polls a replica answered (ROLE not master), with the first ones.
@@ -802,8 +889,11 @@ type observer struct {
 	replicaAt    []string
 }
 
-func newObserver(srv *redistest.Server, names []string) *observer {
-	o := &observer{names: names, seen: map[string][]*Sighting{}, current: map[string]string{}}
+func newObserver(srv *redistest.Server, names []string, kinds map[string]Kind) *observer {
+	o := &observer{names: names, seen: map[string][]*Sighting{}, current: map[string][]string{}}
+	for _, n := range names {
+		o.shared = append(o.shared, !kinds[n].exclusive())
+	}
 	o.retarget(srv.Addr())
 	opts := srv.Options()
 	opts.MaxRetries = -1 // every poll's times are its own
@@ -843,22 +933,33 @@ func (o *observer) run(ctx context.Context) {
 		pctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		sent := time.Now()
 		var (
-			mget *redis.SliceCmd
-			exps []*redis.Cmd
-			role *redis.Cmd
+			mget  *redis.SliceCmd
+			exps  []*redis.Cmd
+			zsets []*redis.ZSliceCmd
+			role  *redis.Cmd
 		)
 		_, err := o.client.TxPipelined(pctx, func(p redis.Pipeliner) error {
 			role = p.Do(pctx, "ROLE")
 			mget = p.MGet(pctx, o.keys...)
-			exps = exps[:0]
-			for _, k := range o.keys {
+			exps, zsets = exps[:0], zsets[:0]
+			for i, k := range o.keys {
 				exps = append(exps, p.Do(pctx, "PEXPIRETIME", k))
+				if o.shared[i] {
+					zsets = append(zsets, p.ZRangeWithScores(pctx, k, 0, -1))
+				} else {
+					zsets = append(zsets, nil)
+				}
 			}
 			return nil
 		})
 		got := time.Now()
 		cancel()
 		var vals []any
+		if err != nil && role.Err() == nil && mget.Err() == nil {
+			// A ZRANGE of a read-write lock's key that a writer's lease
+			// holds answers WRONGTYPE, which is no failed poll.
+			err = nil
+		}
 		if err == nil {
 			vals, err = mget.Result()
 		}
@@ -886,14 +987,39 @@ func (o *observer) run(ctx context.Context) {
 		o.mu.Lock()
 		o.polls++
 		for i, v := range vals {
-			tok, _ := v.(string)
 			name := o.names[i]
-			if prev := o.current[name]; prev != "" && prev != tok {
+			// What holds the name now, and until when the server keeps
+			// each: a lease's key until its TTL runs out (Redis serves it
+			// through the millisecond of its PEXPIRETIME), a permit until
+			// its score.
+			now := map[string]time.Time{}
+			if tok, _ := v.(string); tok != "" {
+				var until time.Time
+				if ms, err := exps[i].Int64(); err == nil && ms > 0 {
+					until = time.UnixMilli(ms + 1)
+				}
+				now[tok] = until
+			}
+			if zsets[i] != nil {
+				if zs, err := zsets[i].Result(); err == nil {
+					for _, z := range zs {
+						if tok, ok := z.Member.(string); ok {
+							now[tok] = time.UnixMilli(int64(z.Score))
+						}
+					}
+				}
+			}
+			for _, prev := range o.current[name] {
+				if _, still := now[prev]; still {
+					continue
+				}
 				if gs := o.seen[prev]; len(gs) > 0 && gs[len(gs)-1].GoneBy.IsZero() {
 					gs[len(gs)-1].GoneBy = got
 				}
 			}
-			if tok != "" {
+			cur := o.current[name][:0]
+			for tok, until := range now {
+				cur = append(cur, tok)
 				gs := o.seen[tok]
 				if len(gs) == 0 || !gs[len(gs)-1].GoneBy.IsZero() {
 					// First seen, or back after it was seen gone: a new
@@ -903,18 +1029,17 @@ func (o *observer) run(ctx context.Context) {
 				}
 				g := gs[len(gs)-1]
 				g.LastSeen = sent
-				// Redis serves a key through the millisecond of its
-				// PEXPIRETIME and drops it from the next one on.
-				if ms, err := exps[i].Int64(); err == nil && ms > 0 {
-					g.ExpiresAt = time.UnixMilli(ms + 1)
+				if !until.IsZero() {
+					g.ExpiresAt = until
 				}
 			}
-			o.current[name] = tok
+			o.current[name] = cur
 		}
 		o.mu.Unlock()
 		time.Sleep(time.Millisecond)
 	}
 }
+
 func (o *observer) sightings() []Sighting {
 	o.mu.Lock()
 	defer o.mu.Unlock()

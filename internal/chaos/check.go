@@ -36,9 +36,15 @@ type Report struct {
 
 	Sections      int
 	SectionsByEnd map[Ending]int
-	Stalled       int
-	Writes        int
-	StalledWrites int
+	// SectionsByKind counts the sections of each kind of lock, and
+	// PeakShared the most permits (of a semaphore) or readers (of a
+	// read-write lock) live at once on each such name: whether the run
+	// contended for them at all.
+	SectionsByKind map[Kind]int
+	PeakShared     map[string]int
+	Stalled        int
+	Writes         int
+	StalledWrites  int
 	// Stale writes: the writer had been superseded, a newer holder of the
 	// name was granted before the write.
 	StaleWrites int
@@ -99,10 +105,11 @@ func (r *Report) Violations() int {
 
 // Check validates h.
 func Check(h History) *Report {
-	r := &Report{SectionsByEnd: map[Ending]int{}, FaultsByKind: map[string]int{}}
+	r := &Report{SectionsByEnd: map[Ending]int{}, FaultsByKind: map[string]int{}, SectionsByKind: map[Kind]int{}, PeakShared: map[string]int{}}
 	r.Sections = len(h.Sections)
 	for _, s := range h.Sections {
 		r.SectionsByEnd[s.Ended]++
+		r.SectionsByKind[s.Kind]++
 		if s.Stalled {
 			r.Stalled++
 		}
@@ -175,25 +182,50 @@ func Check(h History) *Report {
 		for _, s := range ss {
 			longest = max(longest, s.End.Sub(s.Start))
 		}
-		// Overlaps: every earlier section still live when this one began.
+		// Overlaps: every earlier section still live when this one began
+		// that may not be beside it; and for a permit, more live permits
+		// than its n.
 		for i, b := range ss {
+			var permits []Section // other permits live when b began
+			shared := 0           // other permits or readers live then
 			for j := i - 1; j >= 0 && !ss[j].Start.Before(b.Start.Add(-longest)); j-- {
 				a := ss[j]
 				if !a.End.After(b.Start) {
 					continue
 				}
-				msg := fmt.Sprintf("%s: %s (section %d, fence %d) began at %s while %s (section %d, fence %d, %s, local deadline %s) was live until %s, %v later%s",
-					name, b.Holder, b.ID, b.Fence, stamp(b.Start), a.Holder, a.ID, a.Fence, a.Ended, stamp(a.Deadline), stamp(a.End), a.End.Sub(b.Start), faultsAround(h.Faults, a.Start, b.Start))
-				switch {
-				case dataLost(a.Start, b.Start):
-					r.ExpectedOverlap = append(r.ExpectedOverlap, msg)
-				case starvedIn(b.Start, a.End):
-					r.StarvedOverlap = append(r.StarvedOverlap, msg)
-				default:
-					r.Overlaps = append(r.Overlaps, msg)
-					r.suspect(a.ID, b.ID)
+				if !a.Kind.exclusive() && !b.Kind.exclusive() {
+					shared++
+					if a.Kind == KindPermit && b.Kind == KindPermit {
+						permits = append(permits, a)
+					}
+					continue
 				}
+				msg := fmt.Sprintf("%s: %s (section %d, %s, fence %d) began at %s while %s (section %d, %s, fence %d, %s, local deadline %s) was live until %s, %v later%s",
+					name, b.Holder, b.ID, b.Kind, b.Fence, stamp(b.Start), a.Holder, a.ID, a.Kind, a.Fence, a.Ended, stamp(a.Deadline), stamp(a.End), a.End.Sub(b.Start), faultsAround(h.Faults, a.Start, b.Start))
+				r.overlap(msg, dataLost(a.Start, b.Start), starvedIn(b.Start, a.End), a.ID, b.ID)
 			}
+			if !b.Kind.exclusive() {
+				r.PeakShared[name] = max(r.PeakShared[name], shared+1)
+			}
+			if b.Kind != KindPermit || len(permits) < b.Limit {
+				continue
+			}
+			// Blame the permit that outlived the others: the one whose
+			// cancellation came last.
+			last := slices.MaxFunc(permits, func(x, y Section) int { return x.End.Compare(y.End) })
+			ids := []int{b.ID}
+			var expected bool
+			for _, a := range permits {
+				ids = append(ids, a.ID)
+				expected = expected || dataLost(a.Start, b.Start)
+			}
+			msg := fmt.Sprintf("%s: %s (section %d, fence %d) began at %s while %d permits of its %d were live, the last of them %s (section %d, fence %d, %s, local deadline %s) until %s%s",
+				name, b.Holder, b.ID, b.Fence, stamp(b.Start), len(permits), b.Limit, last.Holder, last.ID, last.Fence, last.Ended, stamp(last.Deadline), stamp(last.End), faultsAround(h.Faults, last.Start, b.Start))
+			r.overlap(msg, expected, starvedIn(b.Start, last.End), ids...)
+		}
+		if slices.ContainsFunc(ss, func(s Section) bool { return !s.Kind.exclusive() }) {
+			r.checkSharedFences(name, ss, losses)
+			continue
 		}
 		// Fences: strictly increasing in the order of acquisition.
 		var (
@@ -276,8 +308,77 @@ func Check(h History) *Report {
 		}
 	}
 
-	r.checkWrites(h, byName)
+	// Only leases and writers write: their sections alone supersede one
+	// another at the fenced resource.
+	writers := map[string][]Section{}
+	for name, ss := range byName {
+		for _, s := range ss {
+			if s.Kind.exclusive() {
+				writers[name] = append(writers[name], s)
+			}
+		}
+	}
+	r.checkWrites(h, writers)
 	return r
+}
+
+// overlap files an overlap of the sections ids: expected after a
+// data-losing fault, starved while the runner was not scheduled, and a
+// violation otherwise.
+func (r *Report) overlap(msg string, expected, starved bool, ids ...int) {
+	switch {
+	case expected:
+		r.ExpectedOverlap = append(r.ExpectedOverlap, msg)
+	case starved:
+		r.StarvedOverlap = append(r.StarvedOverlap, msg)
+	default:
+		r.Overlaps = append(r.Overlaps, msg)
+		r.suspect(ids...)
+	}
+}
+
+// checkSharedFences checks the fences of a name whose holders may overlap
+// (a semaphore's permits, a read-write lock's readers), where the order of
+// Starts is not the order of grants: no fence is handed out twice, and a
+// section granted after another ended (its Acquire called later) has the
+// larger fence.
+func (r *Report) checkSharedFences(name string, ss []Section, losses []Fault) {
+	by := map[int64]Section{}
+	var known []Section
+	for _, s := range ss {
+		if s.Fence == 0 {
+			continue
+		}
+		if o, dup := by[s.Fence]; dup {
+			r.FenceBackwards = append(r.FenceBackwards, fmt.Sprintf("%s: sections %d (%s) and %d (%s) both got fence %d%s",
+				name, o.ID, o.Holder, s.ID, s.Holder, s.Fence, faultsAround(losses, o.Start, s.Start)))
+			continue
+		}
+		by[s.Fence] = s
+		known = append(known, s)
+	}
+	called := func(s Section) time.Time {
+		if s.Called.IsZero() {
+			return s.Start
+		}
+		return s.Called
+	}
+	byEnd := slices.Clone(known)
+	slices.SortFunc(byEnd, func(a, b Section) int { return a.End.Compare(b.End) })
+	slices.SortFunc(known, func(a, b Section) int { return called(a).Compare(called(b)) })
+	var top Section
+	k := 0
+	for _, b := range known {
+		for ; k < len(byEnd) && byEnd[k].End.Before(called(b)); k++ {
+			if byEnd[k].Fence > top.Fence {
+				top = byEnd[k]
+			}
+		}
+		if top.Fence != 0 && b.Fence <= top.Fence {
+			r.FenceBackwards = append(r.FenceBackwards, fmt.Sprintf("%s: section %d (%s) called Acquire at %s and got fence %d, not above fence %d of section %d (%s), which had ended at %s%s",
+				name, b.ID, b.Holder, stamp(called(b)), b.Fence, top.Fence, top.ID, top.Holder, stamp(top.End), faultsAround(losses, top.Start, b.Start)))
+		}
+	}
 }
 
 // appearanceAt picks, of a token's appearances on the server, the one a
@@ -472,6 +573,19 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 		}
 	}
 	row("critical sections", r.Sections)
+	for _, k := range []Kind{KindLease, KindPermit, KindRead, KindWrite} {
+		if n := r.SectionsByKind[k]; n > 0 {
+			row("  of a "+k.String(), n)
+		}
+	}
+	shared := make([]string, 0, len(r.PeakShared))
+	for n := range r.PeakShared {
+		shared = append(shared, n)
+	}
+	sort.Strings(shared)
+	for _, n := range shared {
+		row("  most permits or readers of "+n+" live at once", r.PeakShared[n])
+	}
 	for _, e := range []Ending{EndReleased, EndLost, EndClosed, EndUnknown} {
 		if n := r.SectionsByEnd[e]; n > 0 || e != EndUnknown {
 			row("  ended "+e.String(), n)

@@ -6,9 +6,12 @@
 // what an observer saw on the server; Check then looks for:
 //
 //   - overlaps: two holders of one name whose lease contexts were live at
-//     the same instant (S1);
+//     the same instant (S1); for a semaphore, more live permits than its
+//     n, and for a read-write lock a writer beside anyone;
 //   - fences that did not strictly increase from one acquisition of a name
-//     to the next (S5);
+//     to the next (S5); for a semaphore or a read-write lock, whose holders
+//     overlap, a fence handed out twice, or one not above the fence of a
+//     section that ended before its Acquire was called;
 //   - lease contexts that were still live after the server had dropped the
 //     lease (its key's TTL ran out, or the key was seen gone), or when a
 //     Release answered "not held" to a holder whose context was still live
@@ -55,10 +58,29 @@ func (e Ending) String() string {
 	return "unknown"
 }
 
+// A Kind is what a section held.
+type Kind uint8
+
+const (
+	KindLease  Kind = iota // a lease: alone
+	KindPermit             // one of Limit permits of a semaphore
+	KindRead               // a read lock: beside other readers, no writer
+	KindWrite              // a write lock: alone
+)
+
+func (k Kind) String() string {
+	return [...]string{"lease", "permit", "read lock", "write lock"}[k]
+}
+
+// exclusive reports whether a holder of kind k must be alone.
+func (k Kind) exclusive() bool { return k == KindLease || k == KindWrite }
+
 // A Section is one critical section: a holder believing it holds a name.
 type Section struct {
 	ID     int // unique in the history
 	Name   string
+	Kind   Kind
+	Limit  int    // a permit's semaphore's n
 	Holder string // "m2/g5": manager and goroutine
 	Token  string // empty when unknown
 	Fence  int64  // 0 when unknown

@@ -233,6 +233,9 @@ func linOperations(h History) []porcupine.Operation {
 	names := map[string]bool{}
 	sections := map[int]Section{}
 	for _, s := range h.Sections {
+		if s.Kind != KindLease {
+			continue // the model is a lock of one holder, with fences
+		}
 		names[s.Name] = true
 		sections[s.ID] = s
 		c := client(s.Holder)
