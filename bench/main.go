@@ -45,7 +45,11 @@ type runConfig struct {
 	holds      []holdCase
 	million    millionCase
 	floorDur   time.Duration
-	verbose    bool
+	// Scenario 7: each cycle measurement, each handoff run (at each count
+	// of goroutines) and the read-write mix.
+	semCycleDur, semHandoffDur, semMixDur time.Duration
+	semGoroutines                         []int
+	verbose                               bool
 }
 
 func (c runConfig) logf(format string, args ...any) {
@@ -63,7 +67,8 @@ func configFor(mode string) runConfig {
 				{1_000, 3 * time.Second, time.Second, 3 * time.Second},
 				{10_000, 3 * time.Second, time.Second, 3 * time.Second},
 			},
-			million: millionCase{20_000, 10 * time.Second}, floorDur: 300 * time.Millisecond}
+			million: millionCase{20_000, 10 * time.Second}, floorDur: 300 * time.Millisecond,
+			semCycleDur: 150 * time.Millisecond, semHandoffDur: 500 * time.Millisecond, semMixDur: 300 * time.Millisecond, semGoroutines: []int{8}}
 	case "medium":
 		return runConfig{mode: mode, runs: 3, cycleDur: time.Second, contendDur: 2 * time.Second,
 			lossTTLs: []lossCase{{300 * time.Millisecond, 40}, {time.Second, 15}},
@@ -74,7 +79,8 @@ func configFor(mode string) runConfig {
 				{10_000, 3 * time.Second, time.Second, 5 * time.Second},
 				{100_000, 3 * time.Second, time.Second, 5 * time.Second},
 			},
-			million: millionCase{200_000, 40 * time.Second}, floorDur: time.Second}
+			million: millionCase{200_000, 40 * time.Second}, floorDur: time.Second,
+			semCycleDur: time.Second, semHandoffDur: 2 * time.Second, semMixDur: time.Second, semGoroutines: []int{8, 32}}
 	default:
 		return runConfig{mode: "full", runs: 5, cycleDur: 2 * time.Second, contendDur: 3 * time.Second,
 			lossTTLs: []lossCase{{300 * time.Millisecond, 100}, {time.Second, 30}},
@@ -86,7 +92,8 @@ func configFor(mode string) runConfig {
 				{10_000, 3 * time.Second, time.Second, 5 * time.Second},
 				{100_000, 3 * time.Second, time.Second, 5 * time.Second},
 			},
-			million: millionCase{1_000_000, 2 * time.Minute}, floorDur: 3 * time.Second}
+			million: millionCase{1_000_000, 2 * time.Minute}, floorDur: 3 * time.Second,
+			semCycleDur: 2 * time.Second, semHandoffDur: 3 * time.Second, semMixDur: 2 * time.Second, semGoroutines: []int{8, 32}}
 	}
 }
 
@@ -104,6 +111,7 @@ type results struct {
 	Loss      []lossResult
 	Million   []millionResult
 	Floor     []floorResult
+	Semaphore *semaphoreResults `json:",omitempty"`
 	Impls     map[string]string
 	Elapsed   time.Duration
 	LoadStart string // /proc/loadavg when the run began and ended: other work on the machine
@@ -228,6 +236,13 @@ func run(cfg runConfig, outDir, only string) error {
 			return err
 		}
 	}
+	if want("semaphore") {
+		cfg.logf("scenario 7: semaphores and read-write locks")
+		if res.Semaphore, err = runSemaphore(ctx, cfg, addr); err != nil {
+			return err
+		}
+		res.Failures = append(res.Failures, semaphoreFailures(res.Semaphore)...)
+	}
 	if only != allScenarios {
 		mergePrevious(res, filepath.Join(outDir, "results.json"), want)
 	}
@@ -296,7 +311,7 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-const allScenarios = "cycle,contended,hold,loss,million,floor"
+const allScenarios = "cycle,contended,hold,loss,million,floor,semaphore"
 
 // mergePrevious fills the scenarios this run skipped from an earlier
 // results.json, keeping the date each was taken.
@@ -330,6 +345,8 @@ func mergePrevious(res *results, file string, ran func(string) bool) {
 				res.Million = prev.Million
 			case "floor":
 				res.Floor = prev.Floor
+			case "semaphore":
+				res.Semaphore = prev.Semaphore
 			}
 		}
 		res.Dates[s] = when

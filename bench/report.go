@@ -60,6 +60,9 @@ func markdown(r *results) string {
 	if len(r.Floor) > 0 {
 		floorSection(&b, r)
 	}
+	if r.Semaphore != nil {
+		semaphoreSection(&b, r.Semaphore)
+	}
 	return b.String()
 }
 
@@ -407,5 +410,107 @@ func floorSection(b *strings.Builder, r *results) {
 			p("\n**Caution:** variant %d sent %v itself and also called it from a script; commandstats cannot split their time, so its Redis µs/cycle counts those script calls twice.\n", f.Variant, f.Mixed)
 			break
 		}
+	}
+}
+
+// semCycleMedian is the median over runs of one variant of scenario 7's
+// cycle at one parallelism.
+type semCycleMedian struct {
+	impl, base                    string
+	par                           int
+	ops, opsLo, opsHi             float64
+	trips, allocs, redisUs, cpuUs float64
+	p50, p99                      time.Duration
+}
+
+func semCycleMedians(s *semaphoreResults) []semCycleMedian {
+	var out []semCycleMedian
+	for _, par := range group(s.Cycle, func(c semCycleResult) int { return c.Goroutines }) {
+		for _, im := range group(s.Cycle, func(c semCycleResult) string { return c.Impl }) {
+			rs := filter(s.Cycle, func(c semCycleResult) bool { return c.Impl == im && c.Goroutines == par })
+			ops := make([]float64, len(rs))
+			for i, c := range rs {
+				ops[i] = c.OpsPerSec
+			}
+			lo, hi := minMax(ops)
+			out = append(out, semCycleMedian{
+				impl: im, base: rs[0].Base, par: par, ops: median(ops), opsLo: lo, opsHi: hi,
+				trips:   medianOf(rs, func(c semCycleResult) float64 { return c.TripsPerOp }),
+				allocs:  medianOf(rs, func(c semCycleResult) float64 { return c.AllocsOp }),
+				redisUs: medianOf(rs, func(c semCycleResult) float64 { return c.RedisUsOp }),
+				cpuUs:   medianOf(rs, func(c semCycleResult) float64 { return c.CPUUsOp }),
+				p50:     time.Duration(medianOf(rs, func(c semCycleResult) float64 { return float64(c.Lat.P50) })),
+				p99:     time.Duration(medianOf(rs, func(c semCycleResult) float64 { return float64(c.Lat.P99) })),
+			})
+		}
+	}
+	return out
+}
+
+func semaphoreSection(b *strings.Builder, s *semaphoreResults) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("\n## 7. Semaphores and read-write locks\n\n")
+	p("**Cycle.** Acquire and release in a loop from 1 and 32 goroutines on one client (pool of 36), each variant on a client of its own. ")
+	p("Permits (n=%d) and read locks: goroutine g cycles on name g mod %d, so at 32 goroutines two share each name, at most two of its %d permits are held and nobody waits. ", s.N, s.Names, s.N)
+	p("Write locks and leases: a name per goroutine. Time ÷ baseline divides this variant's time per cycle by its baseline's in the same run (permits and read locks by the baseline permit, write locks and leases by the baseline lease); ")
+	p("÷ tenure lease by tenure's plain lease. Allocations are the whole process's heap allocations (runtime.MemStats.Mallocs) per cycle; ")
+	p("Redis µs/cycle is INFO commandstats' usec for the commands the client sent (a script's usec includes what it calls), after CONFIG RESETSTAT; Redis CPU/cycle is INFO cpu.\n\n")
+	ms := semCycleMedians(s)
+	find := func(im string, par int) *semCycleMedian {
+		for i := range ms {
+			if ms[i].impl == im && ms[i].par == par {
+				return &ms[i]
+			}
+		}
+		return nil
+	}
+	p("| goroutines | variant | cycles/s (min–max) | p50 | p99 | round trips/cycle | allocs/cycle | Redis µs/cycle (commandstats) | Redis CPU/cycle | time ÷ baseline | time ÷ tenure lease |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range ms {
+		vsBase, vsLease := math.NaN(), math.NaN()
+		if b := find(m.base, m.par); b != nil {
+			vsBase = b.ops / m.ops
+		}
+		if l := find("tenure lease", m.par); l != nil {
+			vsLease = l.ops / m.ops
+		}
+		p("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %.2f | %.0f | %.1f | %.1fµs | %s (%s) | %s |\n", m.par, m.impl, m.ops, m.opsLo, m.opsHi, dur(m.p50), dur(m.p99), m.trips, m.allocs, m.redisUs, m.cpuUs, ratio(vsBase), m.base, ratio(vsLease))
+	}
+	p("\n**Handoff.** A semaphore of %d permits kept full by N goroutines on one name, half on each of two clients: %d hold, the rest wait in acquire. ", s.N, s.N)
+	p("A coordinator tells the longest holder to release, waits for a waiter's acquire to return, then lets the releaser wait again: one release at a time, each taken by a waiter that was waiting. ")
+	p("Release → holder is the time from the holder sending its release to the waiter's acquire returning; it is also given in round trips of the release call itself, measured in the same run ")
+	p("(a waiter woken by a message needs about 2: the release, then its winning attempt). Commands/handoff counts everything both clients sent, the woken waiters' tries included. ")
+	p("Max live = the most permits held at once, counted from acquire returning to release being sent; the run fails if it is ever above %d.\n\n", s.N)
+	p("| goroutines | implementation | handoffs/s | release → holder p50 | p99 | release p50 | p50 in release round trips | p99 in release round trips | commands/handoff | max live |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, g := range group(s.Handoff, func(h semHandoffResult) int { return h.Goroutines }) {
+		for _, im := range group(s.Handoff, func(h semHandoffResult) string { return h.Impl }) {
+			rs := filter(s.Handoff, func(h semHandoffResult) bool { return h.Impl == im && h.Goroutines == g })
+			var live int64
+			for _, h := range rs {
+				live = max(live, h.MaxLive)
+			}
+			p("| %d | %s | %.0f | %s | %s | %s | %.1f | %.1f | %.1f | %d |\n", g, im,
+				medianOf(rs, func(h semHandoffResult) float64 { return h.PerSec }),
+				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Handoff.P50) }))),
+				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Handoff.P99) }))),
+				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Release.P50) }))),
+				medianOf(rs, func(h semHandoffResult) float64 { return h.P50Trips }),
+				medianOf(rs, func(h semHandoffResult) float64 { return h.P99Trips }),
+				medianOf(rs, func(h semHandoffResult) float64 { return h.CmdsPerHand }), live)
+		}
+	}
+	p("\n**Read-write safety.** Readers and writers of one tenure read-write lock at once (two managers; readers hold 200µs, writers pause 2ms between locks). ")
+	p("Each counts, on getting its lock, who else holds it; a writer finding anyone, or a reader finding a writer, is an overlap, and the run fails.\n\n")
+	p("| run | goroutines | writers | seconds | reads | writes | most readers at once | overlaps |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range s.RWMix {
+		p("| %d | %d | %d | %.1f | %d | %d | %d | %d |\n", m.Run, m.Goroutines, m.Writers, m.Seconds, m.Reads, m.Writes, m.MaxReaders, m.Overlaps)
+	}
+	p("\nVariants:\n\n")
+	names := make([]string, 0, len(s.Notes))
+	for n := range s.Notes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		p("- `%s`: %s\n", n, s.Notes[n])
 	}
 }
