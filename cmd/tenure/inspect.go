@@ -23,8 +23,10 @@ import (
 // holding is what a name's keys say about it.
 type holding struct {
 	Name string `json:"name"`
-	// Kind is "lease", "reentrant" (a reentrant lock), "free", or the
-	// Redis type of a key that tenure did not write.
+	// Kind is "lease" (a read-write lock's writer is one), "reentrant" (a
+	// reentrant lock), "permits" (a semaphore's, or a read-write lock's
+	// readers: the server cannot tell them apart), "free", or the Redis
+	// type of a key that tenure did not write.
 	Kind string `json:"kind"`
 	// TTLms is the lock's remaining TTL in milliseconds; -1 when it has
 	// none, 0 when free.
@@ -41,6 +43,45 @@ type holding struct {
 	Holder string `json:"holder,omitempty"`
 	// Leader is the elected leader, when the holder is one.
 	Leader *election.Record `json:"leader,omitempty"`
+	// Permits are the live permits of a semaphore (or a read lock's
+	// readers), by fence; Held is how many. Their N is not stored on the
+	// server: each request carries its own.
+	Permits []permit `json:"permits,omitempty"`
+	Held    int      `json:"held,omitempty"`
+	// Limit is status -n's N, when given, and Free how many of N permits
+	// a request with that N could take now (waiters aside): N - Held for
+	// permits, N for a free name, 0 for a name a lease or lock holds.
+	Limit int  `json:"limit,omitempty"`
+	Free  *int `json:"free,omitempty"`
+}
+
+// permit is one live permit. Its token, the holder's secret, is never
+// shown: only the holder identity that follows it (lease.HolderOf).
+type permit struct {
+	Holder string `json:"holder,omitempty"`
+	Fence  int64  `json:"fence"`
+	// TTLms is the permit's own remaining TTL (its expiry, the set's
+	// score, less the server's TIME).
+	TTLms int64 `json:"ttl_ms"`
+}
+
+// permitsKind is how status and list name the kind "permits": the server
+// holds the same set for a semaphore and for a read-write lock's readers.
+const permitsKind = "permits (semaphore or read lock)"
+
+// setLimit sets Limit and Free for status -n N.
+func (h *holding) setLimit(n int) {
+	if n <= 0 {
+		return
+	}
+	free := 0
+	switch h.Kind {
+	case "free":
+		free = n
+	case "permits":
+		free = max(0, n-h.Held)
+	}
+	h.Limit, h.Free = n, &free
 }
 
 // inspect reads names in one pipelined round trip. A lease's token is
@@ -48,34 +89,50 @@ type holding struct {
 // follows it (lease.HolderOf) is.
 func inspect(ctx context.Context, c *redis.Client, prefix string, names []string) ([]holding, error) {
 	type cmds struct {
-		typ    *redis.StatusCmd
-		pttl   *redis.DurationCmd
-		fence  *redis.StringCmd
-		owners *redis.MapStringStringCmd
-		queue  *redis.IntCmd
-		record *redis.SliceCmd
-		value  *redis.StringCmd
+		typ     *redis.StatusCmd
+		pttl    *redis.DurationCmd
+		fence   *redis.StringCmd
+		owners  *redis.MapStringStringCmd
+		queue   *redis.IntCmd
+		record  *redis.SliceCmd
+		value   *redis.StringCmd
+		members *redis.ZSliceCmd
+		fences  *redis.MapStringStringCmd
 	}
 	all := make([]cmds, len(names))
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	var now *redis.TimeCmd
+	sent, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		l := keys.Layout{Prefix: prefix}
+		// The server's clock, for the permits' TTLs: their scores are
+		// expiries in it.
+		now = p.Time(ctx)
 		for i, n := range names {
 			k := l.Lease(n)
 			all[i] = cmds{
-				typ:    p.Type(ctx, k),
-				pttl:   p.PTTL(ctx, k),
-				fence:  p.Get(ctx, l.Fence(n)),
-				owners: p.HGetAll(ctx, k),
-				queue:  p.ZCard(ctx, l.Queue(n)),
-				record: p.HMGet(ctx, l.Leader(n), "identity", "fence"),
-				value:  p.Get(ctx, k),
+				typ:     p.Type(ctx, k),
+				pttl:    p.PTTL(ctx, k),
+				fence:   p.Get(ctx, l.Fence(n)),
+				owners:  p.HGetAll(ctx, k),
+				queue:   p.ZCard(ctx, l.Queue(n)),
+				record:  p.HMGet(ctx, l.Leader(n), "identity", "fence"),
+				value:   p.Get(ctx, k),
+				members: p.ZRangeWithScores(ctx, k, 0, -1),
+				fences:  p.HGetAll(ctx, l.Permits(n)),
 			}
 		}
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) && !redis.HasErrorPrefix(err, "WRONGTYPE") {
-		return nil, err
+	// Each read of a kind the key is not (GET of a set, ...) is WRONGTYPE,
+	// which is expected; any other error, on any command, is not: a refusal
+	// of one command must not hide behind a WRONGTYPE before it.
+	if err != nil {
+		for _, cmd := range sent {
+			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) && !redis.HasErrorPrefix(e, "WRONGTYPE") {
+				return nil, e
+			}
+		}
 	}
+	nowMS := now.Val().UnixMilli()
 	out := make([]holding, len(names))
 	for i, n := range names {
 		cs := all[i]
@@ -93,6 +150,20 @@ func inspect(ctx context.Context, c *redis.Client, prefix string, names []string
 			for o, v := range cs.owners.Val() {
 				h.Owners[o], _ = strconv.ParseInt(v, 10, 64)
 			}
+		case "zset":
+			h.Kind = "permits"
+			fences := cs.fences.Val()
+			for _, z := range cs.members.Val() {
+				token, _ := z.Member.(string)
+				left := int64(z.Score) - nowMS
+				if left <= 0 {
+					continue // expired: free, whether or not removed yet
+				}
+				f, _ := strconv.ParseInt(fences[token], 10, 64)
+				h.Permits = append(h.Permits, permit{Holder: lease.HolderOf(token), Fence: f, TTLms: left})
+			}
+			sort.Slice(h.Permits, func(a, b int) bool { return h.Permits[a].Fence < h.Permits[b].Fence })
+			h.Held = len(h.Permits)
 		}
 		if h.Kind != "free" {
 			h.TTLms = -1
@@ -110,6 +181,32 @@ func inspect(ctx context.Context, c *redis.Client, prefix string, names []string
 		out[i] = h
 	}
 	return out, nil
+}
+
+// kindText is the kind as status and list print it.
+func (h holding) kindText() string {
+	if h.Kind == "permits" {
+		return permitsKind
+	}
+	return h.Kind
+}
+
+// permitText is one permit, as status prints it.
+func (p permit) text() string {
+	who := "no holder identity"
+	if p.Holder != "" {
+		who = shown(p.Holder)
+	}
+	return fmt.Sprintf("fence %d, ttl %v, holder %s", p.Fence, time.Duration(p.TTLms)*time.Millisecond, who)
+}
+
+// heldText says how many permits are held and, with status -n, how many
+// are free.
+func (h holding) heldText() string {
+	if h.Free != nil {
+		return fmt.Sprintf("%d held, %d of -n %d free", h.Held, *h.Free, h.Limit)
+	}
+	return fmt.Sprintf("%d held (N is each request's own, not stored: status -n N shows how many are free)", h.Held)
 }
 
 func (h holding) ttl() string {
@@ -133,6 +230,17 @@ func (h holding) holders() string {
 		for _, o := range owners {
 			parts = append(parts, fmt.Sprintf("%s×%d", o, h.Owners[o]))
 		}
+	}
+	if h.Kind == "permits" {
+		who := make([]string, 0, len(h.Permits))
+		for _, p := range h.Permits {
+			if p.Holder == "" {
+				who = append(who, "?")
+			} else {
+				who = append(who, p.Holder)
+			}
+		}
+		parts = append(parts, fmt.Sprintf("%d permits: %s", h.Held, strings.Join(who, " ")))
 	}
 	if h.Leader != nil {
 		parts = append(parts, "leader "+h.Leader.Identity)
@@ -159,14 +267,25 @@ func newStatusCmd(g *globals) *cobra.Command {
 		asJSON   bool
 		watch    bool
 		interval = durationFlag(time.Second)
+		permits  int
 	)
 	cmd := &cobra.Command{
 		Use:   "status [flags] NAME\n  tenure status --watch [flags] NAME...",
-		Short: "Show who holds NAME: kind, TTL left, fence, reentrant counts, leader",
+		Short: "Show who holds NAME: kind, TTL left, fence, reentrant counts, permits, leader",
 		Long: `Show what holds NAME: a lease or a reentrant lock, the TTL it has left, the
 name's fencing token, a reentrant lock's owners and counts, the waiters in its
 fair queue ("waiting"), and the elected leader when the holder is one. A lease's
 token is never shown. The exit status is 0 whether NAME is held or free.
+
+Permits ("tenure run -n", package semaphore) show as kind "permits (semaphore or
+read lock)": the readers of a read-write lock (package rwlock) are permits too,
+and the server holds nothing that tells the two apart; a read-write lock's
+writer shows as a lease. Each live permit is shown with its fence, the TTL it
+has left (its expiry less the server's TIME) and its holder identity; a permit
+taken without one shows as "no holder identity" (or "?" in list). How many
+permits a semaphore has is not stored on the server: each request carries its
+own N. So status says how many are held, and with -n N also how many of N are
+free.
 
 With --watch, tenure prints the holder of each NAME at once, then one line for
 every change of holder (a new fence, a lock's owners, a leader record, free),
@@ -186,6 +305,9 @@ When Redis fails, tenure says so on stderr once and keeps reading.`,
 			if cmd.Flags().Changed("interval") && !watch {
 				return fail(exitUsage, "--interval is --watch's")
 			}
+			if cmd.Flags().Changed("permits") && permits < 1 {
+				return fail(exitUsage, "-n %d: a semaphore has at least 1 permit", permits)
+			}
 			for _, n := range args {
 				if err := checkName(n); err != nil {
 					return fail(exitUsage, "%v", err)
@@ -195,7 +317,7 @@ When Redis fails, tenure says so on stderr once and keeps reading.`,
 				if interval <= 0 {
 					return fail(exitUsage, "--interval must be above 0")
 				}
-				return watchStatus(g, args, time.Duration(interval), asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				return watchStatus(g, args, time.Duration(interval), permits, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			ctx := context.Background()
 			client, err := g.connect(ctx)
@@ -208,17 +330,26 @@ When Redis fails, tenure says so on stderr once and keeps reading.`,
 				return fail(exitRedis, "reading %q: %v", args[0], err)
 			}
 			h, out := hs[0], cmd.OutOrStdout()
+			h.setLimit(permits)
 			if asJSON {
 				return writeJSON(out, h)
 			}
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 			fmt.Fprintf(tw, "name\t%s\n", h.Name)
 			fmt.Fprintf(tw, "key\t%s\n", keys.Layout{Prefix: g.prefix}.Lease(h.Name))
-			fmt.Fprintf(tw, "kind\t%s\n", h.Kind)
+			fmt.Fprintf(tw, "kind\t%s\n", h.kindText())
 			fmt.Fprintf(tw, "ttl\t%s\n", h.ttl())
 			fmt.Fprintf(tw, "fence\t%d\n", h.Fence)
 			if h.Kind == "reentrant" {
 				fmt.Fprintf(tw, "owners\t%s\n", h.holders())
+			}
+			if h.Kind == "permits" {
+				fmt.Fprintf(tw, "permits\t%s\n", h.heldText())
+				for _, p := range h.Permits {
+					fmt.Fprintf(tw, "permit\t%s\n", p.text())
+				}
+			} else if h.Free != nil {
+				fmt.Fprintf(tw, "permits\t%d of -n %d free\n", *h.Free, h.Limit)
 			}
 			if h.Holder != "" {
 				fmt.Fprintf(tw, "holder\t%s\n", shown(h.Holder))
@@ -233,6 +364,8 @@ When Redis fails, tenure says so on stderr once and keeps reading.`,
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (with --watch, one a line)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "print every change of holder of the NAMEs, with its time, until SIGINT")
 	cmd.Flags().Var(&interval, "interval", "with --watch, how often to read the NAMEs")
+	cmd.Flags().IntVarP(&permits, "permits", "n", 0, "the semaphore's number of permits N, which the server does not store: "+
+		"show how many of N are free")
 	return cmd
 }
 
@@ -241,8 +374,12 @@ func newListCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "list [flags] [PATTERN]",
 		Short: "List held names matching a glob PATTERN (default *)",
-		Long: `List every held name (lease or reentrant lock) whose name matches PATTERN, a
-Redis glob (* ? [abc]), with its kind, TTL left, fence and holders. Names are
+		Long: `List every held name (lease, reentrant lock or permits) whose name matches
+PATTERN, a Redis glob (* ? [abc]), with its kind, TTL left, fence and holders.
+Kind "permits" is a semaphore's, or a read-write lock's readers (the server
+cannot tell them apart; "status --help" says more): HOLDERS counts the live
+permits and names their holders ("?" for a permit without an identity), and
+--json gives each permit's fence and TTL. Names are
 found with SCAN, never KEYS, so a large keyspace is walked without blocking
 Redis; a name taken or released meanwhile may or may not be listed. A PATTERN
 that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.`,
@@ -327,13 +464,19 @@ func scanNames(ctx context.Context, c *redis.Client, prefix, pattern string) ([]
 }
 
 // forceRelease deletes a name's lock whatever holds it and tells its
-// waiters, atomically; it returns what it removed.
+// waiters, atomically; it returns what it removed. A semaphore's permits
+// (a sorted set of tokens) take their fences' hash, KEYS[3], with them;
+// the tokens come back for their holder identities, which alone are shown.
 var forceRelease = redis.NewScript(`
 local t = redis.call('TYPE', KEYS[1]).ok
 if t == 'none' then return {t} end
 local ttl = redis.call('PTTL', KEYS[1])
 local owners = {}
 if t == 'hash' then owners = redis.call('HGETALL', KEYS[1]) end
+if t == 'zset' then
+  owners = redis.call('ZRANGE', KEYS[1], 0, -1)
+  redis.call('DEL', KEYS[3])
+end
 redis.call('DEL', KEYS[1])
 redis.call('PUBLISH', ARGV[1], 'released')
 return {t, ttl, redis.call('GET', KEYS[2]) or '0', owners}
@@ -344,9 +487,10 @@ func newReleaseCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "release --force NAME",
 		Short: "Take NAME from whoever holds it (operators only)",
-		Long: `Delete the lease or reentrant lock on NAME, whoever holds it, and publish on the
-name's release channel so that waiters take it at once. It prints what it
-removed. The holder learns of the loss at its next renewal and stops (a
+		Long: `Delete the lease, reentrant lock or permits (a semaphore's, or a read-write
+lock's readers: every permit at once) on NAME, whoever holds them, and publish
+on the name's release channel so that waiters take it at once. It prints what
+it removed. Each holder learns of the loss at its next renewal and stops (a
 "tenure run" holder stops its command and exits 77). The fencing counter is
 kept, so the next holder's fence is still larger than every earlier one.
 
@@ -369,7 +513,7 @@ kept, so the next holder's fence is still larger than every earlier one.
 			defer client.Close()
 			l := keys.Layout{Prefix: g.prefix}
 			k := l.Lease(name)
-			res, err := forceRelease.Run(ctx, client, []string{k, l.Fence(name)}, l.Channel(name)).Slice()
+			res, err := forceRelease.Run(ctx, client, []string{k, l.Fence(name), l.Permits(name)}, l.Channel(name)).Slice()
 			if err != nil {
 				return fail(exitRedis, "releasing %q: %v", name, err)
 			}
@@ -404,6 +548,19 @@ func printRemoved(out io.Writer, name, key string, res []any) error {
 		}
 		fmt.Fprintf(out, "removed the reentrant lock on %q (%s, fence %s, %s) held by %s; waiters notified\n",
 			name, key, fence, left, strings.Join(owners, ", "))
+	case "zset":
+		tokens, _ := res[3].([]any)
+		var who []string
+		for _, t := range tokens {
+			s, _ := t.(string)
+			if h := lease.HolderOf(s); h != "" {
+				who = append(who, shown(h))
+			} else {
+				who = append(who, "?")
+			}
+		}
+		fmt.Fprintf(out, "removed the %d permits of %q (%s and its :permits, fence %s, %s) held by %s; waiters notified\n",
+			len(tokens), name, key, fence, left, strings.Join(who, ", "))
 	default:
 		fmt.Fprintf(out, "removed a %s at %s (%s), which tenure did not write; waiters notified\n", t, key, left)
 	}

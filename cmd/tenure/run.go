@@ -21,6 +21,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/semaphore"
 )
 
 // forwarded are the signals passed on to the command's process group.
@@ -152,14 +153,24 @@ func newRunCmd(g *globals) *cobra.Command {
 		wait           = waitFlag{forever: true}
 		releaseTimeout derivedDuration
 		holder         string
+		permits        int
 	)
 	cmd := &cobra.Command{
-		Use:   "run [flags] NAME -- COMMAND [ARGS...]",
-		Short: "Run a command while holding a lease on NAME",
+		Use:   "run [flags] NAME -- COMMAND [ARGS...]\n  tenure run -n N [flags] NAME -- COMMAND [ARGS...]",
+		Short: "Run a command while holding a lease on NAME (or one of N permits of it)",
 		Long: `Acquire a lease on NAME (waiting up to --wait while another holder has it), run
 COMMAND with TENURE_NAME and TENURE_FENCE (the lease's fencing token) in its
 environment, renew the lease while it runs, release it when it exits, and exit
 with its status.
+
+With -n N, NAME is a semaphore of N permits (package semaphore): COMMAND runs
+under one of them, so at most N commands run at once under NAME across every
+host, and tenure waits while N are held. N is not stored on the server: each
+"tenure run -n" is let in only while fewer than its own N permits are held.
+A permit is a lease in every other respect: everything below (renewals, the
+stop before its local deadline, the loss, --holder, the exit statuses) holds
+for it as for a lease, and TENURE_FENCE is the permit's fence. A lease and
+permits of one NAME exclude each other.
 
 COMMAND runs in a process group of its own. Signals sent to tenure (INT, TERM,
 HUP, QUIT, USR1, USR2) are passed to that group. Being in its own process
@@ -207,7 +218,10 @@ group (setsid, a daemon) escapes tenure everywhere.
   tenure run --wait 10s --ttl 5s backup -- pg_dump -f /backups/db.sql
 
   # pass the fencing token on to the resource you write to
-  tenure run migrate -- sh -c 'migrate --fence "$TENURE_FENCE"'`,
+  tenure run migrate -- sh -c 'migrate --fence "$TENURE_FENCE"'
+
+  # at most 3 builds at once across the fleet
+  tenure run -n 3 builders -- make release`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, argv, err := nameAndCommand(cmd, args)
@@ -224,7 +238,10 @@ group (setsid, a daemon) escapes tenure everywhere.
 				}
 				rt = releaseTimeout.d
 			}
-			return runUnderLease(g, name, argv, f, wait, rt, holder, cmd.ErrOrStderr())
+			if cmd.Flags().Changed("permits") && permits < 1 {
+				return fail(exitUsage, "-n %d: a semaphore has at least 1 permit", permits)
+			}
+			return runUnderLease(g, name, argv, f, wait, rt, holder, permits, cmd.ErrOrStderr())
 		},
 	}
 	f.add(cmd)
@@ -234,6 +251,8 @@ group (setsid, a daemon) escapes tenure everywhere.
 	host, _ := os.Hostname()
 	cmd.Flags().StringVar(&holder, "holder", fmt.Sprintf("%s/%d", host, os.Getpid()),
 		"who holds the lease, stored with it at no extra round trip and shown by status and list")
+	cmd.Flags().IntVarP(&permits, "permits", "n", 0, "run under one of N permits of the semaphore NAME instead of its lease: "+
+		"at most N commands at once (N >= 1)")
 	return cmd
 }
 
@@ -305,7 +324,11 @@ func signalStatus(s os.Signal) int {
 	return exitError
 }
 
-func runUnderLease(g *globals, name string, argv []string, f childFlags, wait waitFlag, releaseTimeout time.Duration, holder string, stderr io.Writer) error {
+// runUnderLease runs argv under a lease on name, or with permits > 0 under
+// one of that many permits of the semaphore name: one path, only the
+// acquisition and the words differ, since a permit is a *lease.Lease.
+func runUnderLease(g *globals, name string, argv []string, f childFlags, wait waitFlag, releaseTimeout time.Duration, holder string,
+	permits int, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := newSigRouter(cancel)
@@ -318,6 +341,7 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	defer client.Close()
 	ttl := time.Duration(f.ttl)
 	w := newLeaseWatch(g.log, ttl)
+	w.permit = permits > 0
 	// The library's own logger stays silent: the hooks log the same events
 	// (a loss with its reason) for -v, and tenure reports a loss anyway.
 	m, err := lease.New(client, lease.WithKeyPrefix(g.prefix), lease.WithTTL(ttl), lease.WithHolder(holder),
@@ -327,15 +351,39 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	}
 	defer m.Close()
 
+	// take acquires, waiting or making one attempt; it and the words
+	// below are all that a permit changes.
+	take := func(ctx context.Context, wait bool) (*lease.Lease, error) {
+		if wait {
+			return m.Acquire(ctx, name)
+		}
+		return m.TryAcquire(ctx, name)
+	}
+	held := fmt.Sprintf("the lease on %q", name)
+	busy := fmt.Sprintf("%q is held by another holder", name)
+	acquiring := fmt.Sprintf("acquiring %q", name)
+	if permits > 0 {
+		sem := semaphore.New(m)
+		take = func(ctx context.Context, wait bool) (*lease.Lease, error) {
+			if wait {
+				return sem.Acquire(ctx, name, permits)
+			}
+			return sem.TryAcquire(ctx, name, permits)
+		}
+		held = fmt.Sprintf("the permit of %q", name)
+		busy = fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
+		acquiring = fmt.Sprintf("acquiring a permit of %q (-n %d)", name, permits)
+	}
+
 	var l *lease.Lease
 	switch {
 	case wait.forever:
-		l, err = m.Acquire(ctx, name)
+		l, err = take(ctx, true)
 	case wait.d == 0:
-		l, err = m.TryAcquire(ctx, name)
+		l, err = take(ctx, false)
 	default:
 		wctx, wcancel := context.WithTimeout(ctx, wait.d)
-		l, err = m.Acquire(wctx, name)
+		l, err = take(wctx, true)
 		wcancel()
 	}
 	if err != nil {
@@ -343,13 +391,13 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 			return fail(signalStatus(s), "interrupted by %v while waiting for %q", s, name)
 		}
 		if errors.Is(err, lease.ErrNotAcquired) {
-			return fail(exitTimeout, "%q is held by another holder; not acquired within --wait %v", name, wait.String())
+			return fail(exitTimeout, "%s; not acquired within --wait %v", busy, wait.String())
 		}
-		return fail(exitRedis, "acquiring %q: %v", name, err)
+		return fail(exitRedis, "%s: %v", acquiring, err)
 	}
 
 	env := append(os.Environ(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
-	describe := func(cause error) string { return fmt.Sprintf("the lease on %q was lost: %s", name, w.why(l, cause)) }
+	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", held, w.why(l, cause)) }
 	code, lost, err := supervise(argv, env, sigs, l.Context(), l.Deadline, f.timing(), describe, stderr)
 	rerr := release(l, releaseTimeout)
 	answered := w.releaseAnswered()
@@ -360,7 +408,7 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 		return err
 	}
 	if lost != nil {
-		return fail(exitLost, "the lease on %q was lost while the command ran: %s; the command was stopped", name, w.why(l, lost))
+		return fail(exitLost, "%s was lost while the command ran: %s; the command was stopped", held, w.why(l, lost))
 	}
 	if errors.Is(rerr, lease.ErrLost) {
 		// The command ran to its end, but the lease was found lost: another
@@ -368,12 +416,12 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 		// nothing.
 		if info, ok := w.ended(l, time.Second); ok && info.Loss != "" {
 			// Lost between the command's end and the release.
-			return fail(exitLost, "the lease on %q was lost as the command exited with status %d, before it was released: %s",
-				name, code, lossText(info.Loss))
+			return fail(exitLost, "%s was lost as the command exited with status %d, before it was released: %s",
+				held, code, w.lossText(info.Loss))
 		}
-		return fail(exitLost, "the lease on %q was found deleted or taken over by another holder when it was released, "+
+		return fail(exitLost, "%s was found deleted or taken over by another holder when it was released, "+
 			"after the command exited with status %d: the server no longer had our token, so another holder may have held %q while the command ran",
-			name, code, name)
+			held, code, name)
 	}
 	if rerr != nil && answered && !errors.Is(rerr, lease.ErrNotHeld) {
 		fmt.Fprintf(stderr, "tenure: releasing %q: %v; whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n",

@@ -112,6 +112,9 @@ func (h *queueHandler) WithGroup(name string) slog.Handler {
 type leaseWatch struct {
 	log *slog.Logger
 	ttl time.Duration
+	// permit: the leases are a semaphore's permits, whose losses read
+	// differently (a permit leaves a set; the key stays).
+	permit bool
 
 	mu   sync.Mutex
 	ends map[*lease.Lease]*leaseEnd
@@ -199,7 +202,7 @@ func (w *leaseWatch) hooks() lease.Hooks {
 			close(e.done)
 			if info.Loss != "" {
 				w.log.Warn("lease lost", "name", l.Name(), "fence", l.Fence(), "reason", string(info.Loss),
-					"why", lossText(info.Loss), "held", info.Held.Round(time.Millisecond))
+					"why", w.lossText(info.Loss), "held", info.Held.Round(time.Millisecond))
 				return
 			}
 			w.log.Debug("lease ended", "name", l.Name(), "fence", l.Fence(), "cause", info.Cause,
@@ -227,10 +230,31 @@ func (w *leaseWatch) ended(l *lease.Lease, wait time.Duration) (lease.EndInfo, b
 func (w *leaseWatch) why(l *lease.Lease, cause error) string {
 	if errors.Is(cause, lease.ErrLost) {
 		if info, ok := w.ended(l, time.Second); ok && info.Loss != "" {
-			return lossText(info.Loss)
+			return w.lossText(info.Loss)
 		}
 	}
 	return bare(cause)
+}
+
+// lossText is lossText, or permitLossText for a semaphore's permits.
+func (w *leaseWatch) lossText(r lease.LossReason) string {
+	if w.permit {
+		return permitLossText(r)
+	}
+	return lossText(r)
+}
+
+// permitLossText is the reason of a permit's loss: renew.lua reports a
+// permit gone from the set (or past its expiry) as deleted, and a key of
+// another kind at the name as taken over.
+func permitLossText(r lease.LossReason) string {
+	switch r {
+	case lease.LossDeleted:
+		return "its permit was removed from the semaphore, or expired on the server (the server no longer has it)"
+	case lease.LossTakenOver:
+		return "the name was taken over by another kind of holder (the server holds a lease or a lock there, not permits)"
+	}
+	return lossText(r)
 }
 
 // lossText is the reason of a loss, for the messages tenure prints.

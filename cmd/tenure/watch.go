@@ -68,6 +68,17 @@ func (h holding) holder() string {
 		}
 		sort.Strings(owners)
 		fmt.Fprintf(&b, "reentrant lock, fence %d, owners %s", h.Fence, strings.Join(owners, " "))
+	case "permits":
+		fmt.Fprintf(&b, "%s, %d held", permitsKind, h.Held)
+		if h.Free != nil {
+			fmt.Fprintf(&b, ", %d of -n %d free", *h.Free, h.Limit)
+		}
+		for _, p := range h.Permits {
+			fmt.Fprintf(&b, "; fence %d", p.Fence)
+			if p.Holder != "" {
+				fmt.Fprintf(&b, " holder %s", shown(p.Holder))
+			}
+		}
 	default:
 		fmt.Fprintf(&b, "a %s key that tenure did not write", h.Kind)
 	}
@@ -97,7 +108,7 @@ func watchClient(g *globals) (context.Context, *redis.Client, func(), error) {
 // change of holder, reading the names every interval until SIGINT or
 // SIGTERM. A Redis that fails is reported once and read again every
 // interval: a watch outlives a restart of Redis.
-func watchStatus(g *globals, names []string, interval time.Duration, asJSON bool, out, stderr io.Writer) error {
+func watchStatus(g *globals, names []string, interval time.Duration, permits int, asJSON bool, out, stderr io.Writer) error {
 	ctx, client, done, err := watchClient(g)
 	if client == nil {
 		return err
@@ -128,6 +139,7 @@ func watchStatus(g *globals, names []string, interval time.Duration, asJSON bool
 				failing = ""
 			}
 			for _, h := range hs {
+				h.setLimit(permits)
 				st := h.holder()
 				if prev, ok := last[h.Name]; ok && prev == st {
 					continue
