@@ -19,7 +19,7 @@ import (
 //
 //	go test -tags chaos,tenure_broken -count=1 -run TestChaosBroken ./internal/chaos -v
 func TestChaosBroken(t *testing.T) {
-	base := flagConfig()
+	base := FlagConfig()
 	base.duration = 20 * time.Second
 	base.ttl = time.Second
 	base.lossy = 0
@@ -74,8 +74,8 @@ func TestChaosBroken(t *testing.T) {
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			t.Setenv("TENURE_BREAK", c.mode)
-			out := runChaos(t, base)
-			r := out.report
+			out := Run(t, base)
+			r := out.Report
 			t.Logf("TENURE_BREAK=%s: violations: %d overlaps, %d fences, %d outlived, %d stale writes accepted, porcupine %v; server expiry - cancellation: %s",
 				c.mode, len(r.Overlaps), len(r.FenceBackwards), len(r.OutlivedServer), len(r.StaleAccepted), r.Linearizability, r.MarginSummary())
 			c.check(t, r)

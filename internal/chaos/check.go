@@ -17,10 +17,13 @@ import (
 // the Starved ones a late cancellation while the runner's process was not
 // scheduled: S1 does not hold there by design, and they do not fail a run.
 type Report struct {
-	Overlaps        []string // two live holders of one name
-	FenceBackwards  []string // a fence not above every earlier one of its name
-	OutlivedServer  []string // a lease context live after the server dropped the lease
-	StaleAccepted   []string // a stale write a correct fenced resource would have accepted
+	Overlaps       []string // two live holders of one name
+	FenceBackwards []string // a fence not above every earlier one of its name
+	OutlivedServer []string // a lease context live after the server dropped the lease
+	StaleAccepted  []string // a stale write a correct fenced resource would have accepted
+	// StaleCommitted: a stale write a real fenced resource (History.Guarded)
+	// took although a newer holder had written a larger fence before it.
+	StaleCommitted  []string
 	ExpectedOverlap []string // overlaps after a data-losing fault
 	ExpectedOutlive []string // server-side losses caused by a data-losing fault
 	StarvedOverlap  []string // overlaps while the runner was not scheduled
@@ -54,7 +57,9 @@ type Report struct {
 	// ... of which any fenced resource accepts, which fencing cannot help:
 	// no newer holder had written yet.
 	StaleUnfenced int
-	FaultsByKind  map[string]int
+	// Refused counts the writes a real fenced resource refused as stale.
+	Refused      int
+	FaultsByKind map[string]int
 	// Cancellations after the local deadline: not violations by
 	// themselves (the drift margin absorbs a little lateness), but the
 	// scheduler slack the run suffered.
@@ -96,7 +101,7 @@ const anachronismSlack = 2 * time.Millisecond
 
 // Violations is the number of violations: a run with any fails.
 func (r *Report) Violations() int {
-	n := len(r.Overlaps) + len(r.FenceBackwards) + len(r.OutlivedServer) + len(r.StaleAccepted)
+	n := len(r.Overlaps) + len(r.FenceBackwards) + len(r.OutlivedServer) + len(r.StaleAccepted) + len(r.StaleCommitted)
 	if r.Linearizability.Failed() {
 		n++
 	}
@@ -451,7 +456,15 @@ func (r *Report) checkWrites(h History, byName map[string][]Section) {
 			sections[s.ID] = ranked{s, i}
 		}
 	}
-	writes := slices.Clone(h.Writes)
+	// A real resource's refusals wrote nothing: they are counted, and
+	// judged by nobody (the resource may refuse what was stale only as of
+	// a write this history orders after it).
+	writes := slices.DeleteFunc(slices.Clone(h.Writes), func(w Write) bool {
+		if w.Refused {
+			r.Refused++
+		}
+		return w.Refused
+	})
 	slices.SortStableFunc(writes, func(a, b Write) int { return cmp.Compare(a.Seq, b.Seq) })
 	// Per name, the largest fence written so far by each rank's section,
 	// queried over the ranks after the writer's: a Fenwick tree for suffix
@@ -478,6 +491,11 @@ func (r *Report) checkWrites(h History, byName map[string][]Section) {
 			switch {
 			case by < 0:
 				r.StaleUnfenced++
+			case top > w.Fence && h.Guarded:
+				n := ss[by]
+				r.StaleCommitted = append(r.StaleCommitted, fmt.Sprintf("%s: the resource took the write of section %d (%s, fence %d, granted %s) at %s, after section %d (%s, granted %s) had written its fence %d%s",
+					w.Name, w.Section, me.s.Holder, w.Fence, stamp(me.s.Start), stamp(w.At), n.ID, n.Holder, stamp(n.Start), top, faultsAround(h.Faults, me.s.Start, w.At)))
+				r.suspect(w.Section)
 			case top > w.Fence:
 				r.StaleRejectable++
 			default:
@@ -595,7 +613,8 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 	row("  context cancelled after the local deadline", fmt.Sprintf("%d (at most %v late)", r.LateCancels, r.MaxLate.Round(time.Microsecond)))
 	row("  server expiry - cancellation, ended lost", r.MarginSummary())
 	row("    lost, expiry not observed", r.MarginUnknown)
-	row("fenced writes (the store takes them all)", r.Writes)
+	row("fenced writes taken by the resource (the in-memory store takes them all)", r.Writes)
+	row("  refused as stale by the resource (a real one: PostgreSQL)", r.Refused)
 	row("  by stalled holders", r.StalledWrites)
 	row("  stale: the writer had been superseded", r.StaleWrites)
 	row("    rejectable: a newer, larger fence written first", r.StaleRejectable)
@@ -617,6 +636,7 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 	row("VIOLATIONS: fences not increasing", len(r.FenceBackwards))
 	row("VIOLATIONS: context outlived server lease", len(r.OutlivedServer))
 	row("VIOLATIONS: stale writes a fenced resource would accept", len(r.StaleAccepted))
+	row("VIOLATIONS: stale writes the real resource took", len(r.StaleCommitted))
 	lin := 0
 	if r.Linearizability.Failed() {
 		lin = 1
@@ -634,7 +654,7 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 		what string
 		list []string
 	}{
-		{"overlap", r.Overlaps}, {"fence", r.FenceBackwards}, {"outlived", r.OutlivedServer}, {"stale write", r.StaleAccepted},
+		{"overlap", r.Overlaps}, {"fence", r.FenceBackwards}, {"outlived", r.OutlivedServer}, {"stale write", r.StaleAccepted}, {"stale write taken", r.StaleCommitted},
 		{"expected overlap", r.ExpectedOverlap}, {"expected outlived", r.ExpectedOutlive},
 		{"starved overlap", r.StarvedOverlap}, {"starved outlived", r.StarvedOutlive},
 		{"blind outlived", r.BlindOutlive},

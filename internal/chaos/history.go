@@ -117,6 +117,9 @@ type Write struct {
 	Fence   int64
 	At      time.Time
 	Stalled bool // written by a stalled holder after its stall
+	// Refused: a real fenced resource (History.Guarded) refused the write
+	// as stale; it wrote nothing.
+	Refused bool
 }
 
 // A Fault is one injected fault, from when it began to when it was undone.
@@ -159,8 +162,12 @@ type Sighting struct {
 
 // History is everything a run recorded.
 type History struct {
-	Sections  []Section
-	Writes    []Write
+	Sections []Section
+	Writes   []Write
+	// Guarded: the writes went to a real fenced resource (Config's
+	// Resource), which refuses stale writes itself; their Seq is its order
+	// of the writes it took.
+	Guarded   bool
 	Faults    []Fault
 	Sightings []Sighting
 }
@@ -229,6 +236,13 @@ func (s *Store) Write(section int, name string, fence int64, stalled bool) {
 	defer s.mu.Unlock()
 	s.seq++
 	s.writes = append(s.writes, Write{Seq: s.seq, Section: section, Name: name, Fence: fence, At: time.Now(), Stalled: stalled})
+}
+
+// Record records a write whose order (and fate) a real resource decided.
+func (s *Store) Record(w Write) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes = append(s.writes, w)
 }
 
 // Writes returns every write so far, in the order taken.

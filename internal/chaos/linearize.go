@@ -250,7 +250,7 @@ func linOperations(h History) []porcupine.Operation {
 	}
 	for _, w := range h.Writes {
 		s, ok := sections[w.Section]
-		if !ok || w.Fence == 0 {
+		if !ok || w.Fence == 0 || w.Refused {
 			continue
 		}
 		ops = append(ops, porcupine.Operation{ClientId: client(s.Holder), Input: linInput{kind: linWrite, name: w.Name, section: w.Section, fence: w.Fence}, Call: at(w.At), Return: at(w.At), Output: nil, Metadata: s.Holder})

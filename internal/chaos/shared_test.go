@@ -84,3 +84,34 @@ func TestCheckSharedFences(t *testing.T) {
 		t.Fatalf("a fence below an ended section's: %q", r.FenceBackwards)
 	}
 }
+
+// With a real resource (Guarded), a write it took after a newer holder had
+// written a larger fence is a violation; the writes it refused are only
+// counted.
+func TestCheckGuardedWrites(t *testing.T) {
+	h := History{
+		Guarded: true,
+		Sections: []Section{
+			sec(1, "a", 10, 0, 100, EndLost),
+			sec(2, "a", 11, 100, 200, EndReleased),
+		},
+		Writes: []Write{
+			{Seq: 1, Section: 1, Name: "a", Fence: 10, At: ms(10)},
+			{Seq: 2, Section: 2, Name: "a", Fence: 11, At: ms(110)},
+			{Section: 1, Name: "a", Fence: 10, At: ms(120), Stalled: true, Refused: true},
+		},
+	}
+	r := Check(h)
+	if r.Violations() != 0 || r.Refused != 1 || r.Writes != 2 {
+		t.Fatalf("a refused stale write: %d violations, %d refused, %d writes", r.Violations(), r.Refused, r.Writes)
+	}
+	h.Writes[2].Refused, h.Writes[2].Seq = false, 3 // the resource took it
+	r = Check(h)
+	if len(r.StaleCommitted) != 1 || r.Violations() != 1 {
+		t.Fatalf("a stale write taken: %q", r.StaleCommitted)
+	}
+	h.Guarded = false // the in-memory store takes every write: a correct resource would refuse it
+	if r := Check(h); r.Violations() != 0 || r.StaleRejectable != 1 {
+		t.Fatalf("unguarded: %d violations, %d rejectable", r.Violations(), r.StaleRejectable)
+	}
+}
