@@ -456,24 +456,30 @@ func semaphoreSection(b *strings.Builder, s *semaphoreResults) {
 	p("÷ tenure lease by tenure's plain lease. Allocations are the whole process's heap allocations (runtime.MemStats.Mallocs) per cycle; ")
 	p("Redis µs/cycle is INFO commandstats' usec for the commands the client sent (a script's usec includes what it calls), after CONFIG RESETSTAT; Redis CPU/cycle is INFO cpu.\n\n")
 	ms := semCycleMedians(s)
-	find := func(im string, par int) *semCycleMedian {
-		for i := range ms {
-			if ms[i].impl == im && ms[i].par == par {
-				return &ms[i]
+	// perRun is the median over runs of this variant's time ÷ other's in
+	// the same run, and its range: drift of the machine between runs,
+	// which the interleaving does not cancel, stays out of it.
+	perRun := func(m semCycleMedian, other string) (med, lo, hi float64) {
+		var rs []float64
+		for _, c := range s.Cycle {
+			if c.Impl != m.impl || c.Goroutines != m.par {
+				continue
+			}
+			for _, o := range s.Cycle {
+				if o.Impl == other && o.Goroutines == c.Goroutines && o.Run == c.Run && c.OpsPerSec > 0 {
+					rs = append(rs, o.OpsPerSec/c.OpsPerSec)
+				}
 			}
 		}
-		return nil
+		lo, hi = minMax(rs)
+		return median(rs), lo, hi
 	}
-	p("| goroutines | variant | cycles/s (min–max) | p50 | p99 | round trips/cycle | allocs/cycle | Redis µs/cycle (commandstats) | Redis CPU/cycle | time ÷ baseline | time ÷ tenure lease |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	p("The ratios are medians over runs of the ratio within each run (range in brackets), so that the machine's drift between runs stays out of them; cycles/s, latencies and costs are medians over runs.\n\n")
+	p("| goroutines | variant | cycles/s (min–max) | p50 | p99 | round trips/cycle | allocs/cycle | Redis µs/cycle (commandstats) | Redis CPU/cycle | time ÷ baseline (range) | time ÷ tenure lease |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range ms {
-		vsBase, vsLease := math.NaN(), math.NaN()
-		if b := find(m.base, m.par); b != nil {
-			vsBase = b.ops / m.ops
-		}
-		if l := find("tenure lease", m.par); l != nil {
-			vsLease = l.ops / m.ops
-		}
-		p("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %.2f | %.0f | %.1f | %.1fµs | %s (%s) | %s |\n", m.par, m.impl, m.ops, m.opsLo, m.opsHi, dur(m.p50), dur(m.p99), m.trips, m.allocs, m.redisUs, m.cpuUs, ratio(vsBase), m.base, ratio(vsLease))
+		vsBase, lo, hi := perRun(m, m.base)
+		vsLease, _, _ := perRun(m, "tenure lease")
+		p("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %.2f | %.0f | %.1f | %.1fµs | %s (%s–%s) ÷ %s | %s |\n", m.par, m.impl, m.ops, m.opsLo, m.opsHi, dur(m.p50), dur(m.p99), m.trips, m.allocs, m.redisUs, m.cpuUs, ratio(vsBase), ratio(lo), ratio(hi), m.base, ratio(vsLease))
 	}
 	p("\n**Handoff.** A semaphore of %d permits kept full by N goroutines on one name, half on each of two clients: %d hold, the rest wait in acquire. ", s.N, s.N)
 	p("A coordinator tells the longest holder to release, waits for a waiter's acquire to return, then lets the releaser wait again: one release at a time, each taken by a waiter that was waiting. ")
