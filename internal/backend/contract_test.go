@@ -435,7 +435,8 @@ func contractFair(c contract) {
 	c.mustAcquire(lease("g", "barging", time.Minute))
 }
 
-// contractFairRefused: a backend without the fair queue refuses a fair
+// contractFairRefused: a backend without the fair queue (and semaphores:
+// the fake has neither) refuses a fair
 // request instead of serving it as a barging one, and touches nothing.
 func contractFairRefused(c contract) {
 	req := backend.Request{Name: "f", Token: "w", TTL: time.Minute, Queue: 5 * time.Second}
@@ -447,6 +448,11 @@ func contractFairRefused(c contract) {
 	}
 	if err := c.be.Leave(c.ctx, req); !errors.Is(err, errors.ErrUnsupported) {
 		c.t.Fatalf("fair leave: %v, want errors.ErrUnsupported", err)
+	}
+	// Nor does it serve a semaphore's permit as a lease.
+	permit := backend.Request{Name: "f", Token: "p", TTL: time.Minute, Limit: 2}
+	if a, err := c.be.Acquire(c.ctx, permit); !errors.Is(err, errors.ErrUnsupported) || a.Acquired {
+		c.t.Fatalf("permit: %+v %v, want errors.ErrUnsupported", a, err)
 	}
 	c.mustAcquire(lease("f", "barging", time.Minute))
 	if err := c.be.Leave(c.ctx, lease("f", "barging", time.Minute)); err != nil {

@@ -1,0 +1,159 @@
+package semaphore_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/rwlock"
+	"github.com/tenure-go/tenure/semaphore"
+)
+
+// workload runs every path of semaphores and read-write locks on c:
+// TryAcquire, Acquire woken by a release, fair waiting, Extend, Exec, Do,
+// the read and write locks, and Close's release.
+func workload(t *testing.T, c redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	m := newManager(t, c, lease.WithTTL(2*time.Second))
+	p, locks := semaphore.New(m), rwlock.New(m)
+
+	a, err := p.TryAcquire(ctx, "acl-s", 1)
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if err := a.Extend(ctx, 3*time.Second); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if _, err := a.Exec(ctx, func(pipe redis.Pipeliner) error {
+		pipe.Set(ctx, "tenure:{acl-s}:data", a.Fence(), time.Minute)
+		return nil
+	}); err != nil {
+		t.Fatalf("Exec: %v", err)
+	}
+	for _, fair := range []bool{false, true} {
+		got := make(chan error, 1)
+		go func() {
+			l, err := p.Acquire(ctx, "acl-s", 1, lease.WithFair(fair))
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			got <- err
+		}()
+		time.Sleep(50 * time.Millisecond)
+		if err := a.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiting (fair %v): %v", fair, err)
+		}
+		if a, err = p.TryAcquire(ctx, "acl-s", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Do(ctx, "acl-do", 2, func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+	r, err := locks.RLock(ctx, "acl-rw")
+	if err != nil {
+		t.Fatalf("RLock: %v", err)
+	}
+	got := make(chan error, 1)
+	go func() {
+		w, err := locks.Lock(ctx, "acl-rw")
+		if err == nil {
+			err = w.Release(ctx)
+		}
+		got <- err
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if err := r.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if err := m.Close(); err != nil { // releases a
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// Every semaphore and read-write lock path works as a user with
+// docs/security.md's rule, no script touches a key it was not given, and
+// no key outside the prefix is written.
+func TestACLUser(t *testing.T) {
+	s := redistest.Start(t)
+	admin := s.Client(t)
+	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
+	c := redis.NewClient(s.UserOptions(u))
+	defer c.Close()
+	mon := s.Monitor(t)
+	workload(t, c)
+	cmds := mon.Stop(t)
+	if log := s.ACLLog(t); len(log) != 0 {
+		t.Errorf("the server refused: %q", log)
+	}
+	v, err := redistest.ScriptKeyViolations(context.Background(), admin, cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range v {
+		t.Error(line)
+	}
+	for _, k := range admin.Keys(context.Background(), "*").Val() {
+		if !strings.HasPrefix(k, lease.DefaultKeyPrefix) {
+			t.Errorf("key %q outside the prefix", k)
+		}
+	}
+}
+
+// On Redis Cluster, semaphores spread over the primaries work as on one
+// server: every key of a name is in the name's slot.
+func TestCluster(t *testing.T) {
+	cl := redistest.NewCluster(t, 3, 0)
+	workload(t, cl.Client(t))
+	p := semaphore.New(newManager(t, cl.Client(t)))
+	ctx := context.Background()
+	names := []string{"a", "b", "c", "d", "e", "f"}
+	counts := map[string]*live{}
+	for _, n := range names {
+		counts[n] = &live{t: t, n: 2}
+	}
+	var wg sync.WaitGroup
+	for w := range 6 {
+		wg.Go(func() {
+			for i := range 8 {
+				name := names[(w+i)%len(names)]
+				l, err := p.Acquire(ctx, name, 2)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				end := counts[name].hold(l)
+				time.Sleep(time.Millisecond)
+				end()
+				if err := l.Release(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	var peak int64
+	for _, c := range counts {
+		peak = max(peak, c.peak.Load())
+	}
+	if peak < 2 {
+		t.Fatal("no name ever had two permits held at once: the test did not contend")
+	}
+	if _, err := p.TryAcquire(ctx, "", 2); !errors.Is(err, lease.ErrInvalidName) {
+		t.Fatal(err)
+	}
+}
