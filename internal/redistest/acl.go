@@ -23,7 +23,7 @@ var ACLCommands = []string{
 	"evalsha", "eval", "time",
 	"get", "set", "del", "exists", "type", "pttl", "pexpire",
 	"hget", "hset", "hdel", "hexists", "hincrby", "hgetall", "hmget",
-	"zadd", "zrem", "zrank", "zcard", "zscore", "zcount", "zrange", "zrangebyscore", "zremrangebyscore",
+	"zadd", "zrem", "zrank", "zcard", "zscore", "zcount", "zrange", "zrangebyscore",
 	// Lease.Exec and election's reads.
 	"watch", "unwatch", "multi", "exec",
 	// WithReplicaAcks.
