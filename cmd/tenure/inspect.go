@@ -293,7 +293,10 @@ each starting with its time, until SIGINT or SIGTERM ends it with status 0.
 It reads the names every --interval: acquisitions publish nothing to wait
 for, so a holder that comes and goes between two reads is not seen. With
 --json each line is a JSON object (the fields of "status --json" and "time").
-When Redis fails, tenure says so on stderr once and keeps reading.`,
+When Redis fails, tenure says so on stderr once and keeps reading; when it
+refuses the user, tenure exits (status 78).
+
+` + operatorExitStatuses,
 		Example: `  tenure status nightly-report
   tenure status --json scheduler | jq -r .leader.identity
   tenure status --watch --interval 200ms nightly-report backup`,
@@ -327,7 +330,7 @@ When Redis fails, tenure says so on stderr once and keeps reading.`,
 			defer client.Close()
 			hs, err := inspect(ctx, client, g.prefix, args[:1])
 			if err != nil {
-				return fail(exitRedis, "reading %q: %v", args[0], err)
+				return g.redisFailure(fmt.Sprintf("reading %q", args[0]), err)
 			}
 			h, out := hs[0], cmd.OutOrStdout()
 			h.setLimit(permits)
@@ -382,7 +385,9 @@ permits and names their holders ("?" for a permit without an identity), and
 --json gives each permit's fence and TTL. Names are
 found with SCAN, never KEYS, so a large keyspace is walked without blocking
 Redis; a name taken or released meanwhile may or may not be listed. A PATTERN
-that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.`,
+that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.
+
+` + operatorExitStatuses,
 		Example: `  tenure list
   tenure list 'report-*'
   tenure list --json | jq -r '.[] | select(.kind == "reentrant") | .name'`,
@@ -403,14 +408,14 @@ that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.`
 			defer client.Close()
 			names, err := scanNames(ctx, client, g.prefix, pattern)
 			if err != nil {
-				return fail(exitRedis, "scanning: %v", err)
+				return g.redisFailure("scanning", err)
 			}
 			hs := []holding{}
 			for len(names) > 0 {
 				n := min(len(names), 500)
 				batch, err := inspect(ctx, client, g.prefix, names[:n])
 				if err != nil {
-					return fail(exitRedis, "reading: %v", err)
+					return g.redisFailure("reading", err)
 				}
 				for _, h := range batch {
 					if h.Kind != "free" { // released since the scan
@@ -494,7 +499,9 @@ it removed. Each holder learns of the loss at its next renewal and stops (a
 "tenure run" holder stops its command and exits 77). The fencing counter is
 kept, so the next holder's fence is still larger than every earlier one.
 
---force is required: this breaks the holder's mutual exclusion on purpose.`,
+--force is required: this breaks the holder's mutual exclusion on purpose.
+
+` + operatorExitStatuses,
 		Example: `  tenure release --force nightly-report`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -515,7 +522,7 @@ kept, so the next holder's fence is still larger than every earlier one.
 			k := l.Lease(name)
 			res, err := forceRelease.Run(ctx, client, []string{k, l.Fence(name), l.Permits(name)}, l.Channel(name)).Slice()
 			if err != nil {
-				return fail(exitRedis, "releasing %q: %v", name, err)
+				return g.redisFailure(fmt.Sprintf("releasing %q (the release --force script)", name), err)
 			}
 			out := cmd.OutOrStdout()
 			if t, _ := res[0].(string); t == "none" {

@@ -11,7 +11,11 @@
 //
 // The Redis server comes from --redis or $REDIS_URL (redis://, rediss:// or
 // unix:// URLs as go-redis parses them, or a bare host:port), else
-// redis://127.0.0.1:6379. -v logs what the lease does to stderr (-vv every
+// redis://127.0.0.1:6379; the password from the URL, --redis-password-file
+// or $TENURE_REDIS_PASSWORD; TLS files from --tls-ca, --tls-cert and
+// --tls-key (or $TENURE_TLS_CA, $TENURE_TLS_CERT, $TENURE_TLS_KEY). Exit
+// status 78 means that Redis refused the user (permissions, password, or a
+// TLS certificate). -v logs what the lease does to stderr (-vv every
 // renewal too). Durations take a unit ("30s", "1m", "500ms"). Run "tenure
 // help" or "tenure CMD --help" for every flag, and "tenure run --help" for
 // the exit statuses.
@@ -37,15 +41,30 @@ import (
 // Exit statuses of tenure itself; a command run by "run" or "elect"
 // otherwise passes its own status through.
 const (
-	exitError   = 1   // any other failure
-	exitUsage   = 2   // bad flags or arguments
-	exitRedis   = 69  // Redis unreachable or failing (EX_UNAVAILABLE)
-	exitTimeout = 75  // --wait ran out: the name is held (EX_TEMPFAIL)
-	exitLost    = 77  // the lease or leadership was lost while the command ran (EX_NOPERM)
+	exitError   = 1  // any other failure
+	exitUsage   = 2  // bad flags or arguments
+	exitRedis   = 69 // Redis unreachable or failing (EX_UNAVAILABLE)
+	exitTimeout = 75 // --wait ran out: the name is held (EX_TEMPFAIL)
+	exitLost    = 77 // the lease or leadership was lost while the command ran (EX_NOPERM)
+	// Redis refused the user: a permission or authentication error, or a
+	// certificate refused in the TLS handshake (EX_CONFIG: 77, EX_NOPERM,
+	// was taken by exitLost before there was this status).
+	exitRefused = 78
 	exitNoExec  = 126 // the command could not be executed
 	exitNoCmd   = 127 // the command was not found
 	// A command killed by signal N, or a wait interrupted by it: 128+N.
 )
+
+// operatorExitStatuses is the exit status table of status, list and
+// release.
+const operatorExitStatuses = `Exit status:
+  0                     done (whether NAME is held or not)
+  2                     usage error: bad flags or arguments
+  69                    Redis unreachable or failing
+  78                    Redis refused the user (NOPERM, a script's command refused,
+                        WRONGPASS, NOAUTH) or a TLS certificate; the message
+                        names what was refused
+  1                     any other error`
 
 // exitStatuses is the exit status table of tenure and of "run". "elect"
 // has no --wait, so its table (electExitStatuses) lacks status 75.
@@ -68,6 +87,11 @@ const exitStatusesTail = `  77                    the lease (or leadership) was 
                         deadline: the command's process group got SIGTERM, then
                         SIGKILL just before that deadline; or the command exited
                         but the lease was then found taken over
+  78                    Redis refused the user: a command, key or channel not
+                        allowed (NOPERM, or a command one of tenure's scripts
+                        called), a wrong or missing password (WRONGPASS,
+                        NOAUTH), or a certificate refused in the TLS handshake;
+                        the message names what was refused
   126, 127              the command could not be executed, or was not found
   128+N                 tenure got signal N while it waited for the lease
   1                     any other error`
@@ -107,9 +131,14 @@ func (silent) Printf(context.Context, string, ...any) {}
 
 // globals are the flags every subcommand shares.
 type globals struct {
-	redis   string
+	conn    connFlags
 	prefix  string
 	verbose int
+	// user is the Redis user connected as ("" for default), for messages.
+	user string
+	// stderr is tenure's stderr, which hides the password and every URL's
+	// user information from whatever is written to it.
+	stderr *redactor
 
 	// log is -v's logger (a discarding one without -v), set before a
 	// subcommand runs; flush writes out what it has queued.
@@ -118,8 +147,9 @@ type globals struct {
 }
 
 // execute runs tenure with args and returns its exit status.
-func execute(args []string, stdout, stderr io.Writer) int {
-	root, g := newRoot(stdout, stderr)
+func execute(args []string, stdout, rawStderr io.Writer) int {
+	root, g := newRoot(stdout, rawStderr)
+	stderr := g.stderr
 	root.SetArgs(args)
 	cmd, err := root.ExecuteC()
 	// -v's records come before tenure's last word, as they happened.
@@ -142,7 +172,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
-	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}}
+	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}, stderr: &redactor{w: stderr}}
 	root := &cobra.Command{
 		Use:   "tenure",
 		Short: "Run commands under auto-renewing leases on Redis, and inspect them",
@@ -152,6 +182,20 @@ several processes, and shows and releases the leases that are held.
 The Redis server comes from --redis or $REDIS_URL: a redis://, rediss:// (TLS) or
 unix:// URL, or a bare host:port; the default is redis://127.0.0.1:6379. Every
 duration takes a unit: "30s", "1m", "500ms".
+
+The password comes from the URL (redis://USER:PASSWORD@host:port), from
+--redis-password-file FILE, or from $TENURE_REDIS_PASSWORD, with the user, if
+any, in the URL (redis://USER@host:port); two of them at once is a usage error.
+A password in --redis is visible to every user of the machine (ps, /proc):
+prefer $REDIS_URL, the file, or the variable. tenure never prints it: its
+errors and -v logs hide the user information of every URL. The commands tenure
+runs do not get $TENURE_REDIS_PASSWORD.
+
+Over TLS (a rediss:// URL), --tls-ca (or $TENURE_TLS_CA) is a PEM file of the
+authorities to trust for the server's certificate (default: the system's), and
+--tls-cert and --tls-key ($TENURE_TLS_CERT, $TENURE_TLS_KEY) a client
+certificate and its key, for a server that asks for one. docs/security.md
+lists the commands, keys and channels a tenure user needs.
 
 ` + exitStatuses,
 		// cobra prints it for --version, with the template below.
@@ -164,12 +208,8 @@ duration takes a unit: "30s", "1m", "500ms".
 	}
 	root.SetVersionTemplate(`{{.Version}}`)
 	root.SetOut(stdout)
-	root.SetErr(stderr)
-	def := os.Getenv("REDIS_URL")
-	if def == "" {
-		def = "redis://127.0.0.1:6379"
-	}
-	root.PersistentFlags().StringVar(&g.redis, "redis", def, "Redis URL (redis://[user:pass@]host:port/db, rediss://..., unix://...) or host:port; default $REDIS_URL")
+	root.SetErr(g.stderr)
+	addConnFlags(root, &g.conn)
 	root.PersistentFlags().StringVar(&g.prefix, "prefix", lease.DefaultKeyPrefix, "prefix of every key, as lease.WithKeyPrefix")
 	root.PersistentFlags().CountVarP(&g.verbose, "verbose", "v", "run, elect: log to stderr what the lease does: -v its acquisition, failed renewals, release and loss; "+
 		"-vv also every renewal")
@@ -182,19 +222,29 @@ duration takes a unit: "30s", "1m", "500ms".
 }
 
 // parseRedis turns --redis into client options: a URL as go-redis's
-// ParseURL reads it, or a bare host:port.
+// ParseURL reads it, or a bare host:port. Its errors never quote a URL
+// that has user information: the parser's messages may quote part of it
+// (an invalid escape in the password, say).
 func parseRedis(s string) (*redis.Options, error) {
 	if s == "" {
 		return nil, errors.New("no Redis address: set --redis or REDIS_URL")
 	}
+	hidden := strings.Contains(s, "@")
 	if !strings.Contains(s, "://") {
 		if strings.ContainsAny(s, "/?#@ \t\r\n") || !strings.Contains(s, ":") {
+			if hidden {
+				return nil, errors.New("the Redis address (not shown: it holds an @, maybe a password) is neither a URL nor host:port")
+			}
 			return nil, fmt.Errorf("redis address %q is neither a URL nor host:port", s)
 		}
 		return &redis.Options{Addr: s}, nil
 	}
 	opts, err := redis.ParseURL(s)
 	if err != nil {
+		if hidden {
+			return nil, errors.New("redis URL: it does not parse (not shown: it has user information); " +
+				"a password must have its reserved characters (@ : / % # ? and space) percent-encoded")
+		}
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
 	return opts, nil
@@ -202,10 +252,12 @@ func parseRedis(s string) (*redis.Options, error) {
 
 // connect returns a client for --redis that answered a PING.
 func (g *globals) connect(ctx context.Context) (*redis.Client, error) {
-	opts, err := parseRedis(g.redis)
+	opts, secrets, err := g.conn.options()
+	g.stderr.add(secrets...)
 	if err != nil {
 		return nil, fail(exitUsage, "%v", err)
 	}
+	g.user = opts.Username
 	if err := checkPrefix(g.prefix); err != nil {
 		return nil, fail(exitUsage, "%v", err)
 	}
@@ -217,7 +269,7 @@ func (g *globals) connect(ctx context.Context) (*redis.Client, error) {
 	defer cancel()
 	if err := client.Ping(pctx).Err(); err != nil {
 		client.Close()
-		return nil, fail(exitRedis, "redis at %s: %v", opts.Addr, err)
+		return nil, g.redisFailure(fmt.Sprintf("redis at %s", opts.Addr), err)
 	}
 	return client, nil
 }

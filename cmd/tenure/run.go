@@ -393,10 +393,10 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 		if errors.Is(err, lease.ErrNotAcquired) {
 			return fail(exitTimeout, "%s; not acquired within --wait %v", busy, wait.String())
 		}
-		return fail(exitRedis, "%s: %v", acquiring, err)
+		return g.redisFailure(acquiring, err)
 	}
 
-	env := append(os.Environ(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
+	env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
 	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", held, w.why(l, cause)) }
 	code, lost, err := supervise(argv, env, sigs, l.Context(), l.Deadline, f.timing(), describe, stderr)
 	rerr := release(l, releaseTimeout)
@@ -709,7 +709,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 				result = fail(exitError, "leading %q: the leading context carries no lease", name)
 				return
 			}
-			env := append(os.Environ(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(rec.Fence, 10),
+			env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(rec.Fence, 10),
 				"TENURE_IDENTITY="+identity)
 			describe := func(cause error) string {
 				return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, rec.Fence, w.why(l, cause))
@@ -741,7 +741,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 		return fail(signalStatus(s), "interrupted by %v while campaigning for %q", s, name)
 	}
 	if err != nil {
-		return fail(exitRedis, "campaigning for %q: %v", name, err)
+		return g.redisFailure(fmt.Sprintf("campaigning for %q", name), err)
 	}
 	return fail(exitError, "the campaign for %q ended without leading", name)
 }

@@ -128,6 +128,8 @@ func watchStatus(g *globals, names []string, interval time.Duration, permits int
 		}
 		now := time.Now()
 		switch {
+		case refusal(err) != "":
+			return g.redisFailure("reading "+strings.Join(names, ", "), err)
 		case err != nil:
 			if msg := err.Error(); msg != failing {
 				fmt.Fprintf(stderr, "tenure: %s reading %s: %v; reading again every %v\n", now.Format(stampFormat), strings.Join(names, ", "), err, interval)

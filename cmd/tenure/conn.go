@@ -1,0 +1,249 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/spf13/cobra"
+)
+
+// The environment variables of the connection, besides REDIS_URL.
+const (
+	envPassword = "TENURE_REDIS_PASSWORD"
+	envTLSCA    = "TENURE_TLS_CA"
+	envTLSCert  = "TENURE_TLS_CERT"
+	envTLSKey   = "TENURE_TLS_KEY"
+)
+
+// defaultRedis is the server when neither --redis nor REDIS_URL says one.
+const defaultRedis = "redis://127.0.0.1:6379"
+
+// connFlags are the global flags that say how to reach Redis.
+type connFlags struct {
+	redis        string
+	passwordFile string
+	tlsCA        string
+	tlsCert      string
+	tlsKey       string
+}
+
+// addConnFlags declares them. No flag's default is read from the
+// environment: cobra prints defaults in --help, and REDIS_URL may hold a
+// password.
+func addConnFlags(cmd *cobra.Command, f *connFlags) {
+	fl := cmd.PersistentFlags()
+	fl.StringVar(&f.redis, "redis", "", "Redis URL (redis://[user[:pass]@]host:port/db, rediss://... for TLS, unix://...) or host:port; "+
+		"default $REDIS_URL, else "+defaultRedis+". A password here is visible to other users of the machine (ps, /proc): "+
+		"give it by $REDIS_URL, --redis-password-file or $"+envPassword+" instead")
+	fl.StringVar(&f.passwordFile, "redis-password-file", "", "read the Redis password from FILE (its first line); "+
+		"the user, if any, comes from the URL (redis://USER@host:port)")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the authorities that sign the server's certificate, for a rediss:// URL "+
+		"(default $"+envTLSCA+", else the system's)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of a client certificate, for a server that asks for one (mutual TLS; "+
+		"default $"+envTLSCert+"); needs --tls-key")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM file of the client certificate's private key (default $"+envTLSKey+")")
+}
+
+// orEnv is v, or the environment variable env when v is empty.
+func orEnv(v, env string) string {
+	if v != "" {
+		return v
+	}
+	return os.Getenv(env)
+}
+
+// options turns the connection flags into client options, and returns the
+// secrets in them (the password) for redaction. Every error is a usage
+// error: something given is wrong.
+func (f *connFlags) options() (*redis.Options, []string, error) {
+	url := orEnv(f.redis, "REDIS_URL")
+	if url == "" {
+		url = defaultRedis
+	}
+	opts, err := parseRedis(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	var secrets []string
+	if opts.Password != "" {
+		secrets = append(secrets, opts.Password)
+	}
+	password, source := "", ""
+	switch {
+	case f.passwordFile != "":
+		data, err := os.ReadFile(f.passwordFile)
+		if err != nil {
+			return nil, secrets, fmt.Errorf("--redis-password-file: %w", err)
+		}
+		line, _, _ := bytes.Cut(data, []byte("\n"))
+		password, source = strings.TrimSuffix(string(line), "\r"), "--redis-password-file"
+		if password == "" {
+			return nil, secrets, fmt.Errorf("--redis-password-file %s: the first line is empty", f.passwordFile)
+		}
+	case os.Getenv(envPassword) != "":
+		password, source = os.Getenv(envPassword), "$"+envPassword
+	}
+	if password != "" {
+		secrets = append(secrets, password)
+		if opts.Password != "" {
+			return nil, secrets, fmt.Errorf("two passwords: one in the Redis URL and one from %s; give one", source)
+		}
+		opts.Password = password
+	}
+
+	ca, cert, key := orEnv(f.tlsCA, envTLSCA), orEnv(f.tlsCert, envTLSCert), orEnv(f.tlsKey, envTLSKey)
+	if ca == "" && cert == "" && key == "" {
+		return opts, secrets, nil
+	}
+	if opts.TLSConfig == nil {
+		return nil, secrets, errors.New("--tls-ca, --tls-cert and --tls-key (or their TENURE_TLS_* variables) need a rediss:// URL")
+	}
+	if (cert == "") != (key == "") {
+		return nil, secrets, errors.New("--tls-cert and --tls-key go together: a client certificate needs its key")
+	}
+	if ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return nil, secrets, fmt.Errorf("--tls-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, secrets, fmt.Errorf("--tls-ca %s: no PEM certificate in it", ca)
+		}
+		opts.TLSConfig.RootCAs = pool
+	}
+	if cert != "" {
+		pair, err := tls.LoadX509KeyPair(cert, key)
+		if err != nil {
+			return nil, secrets, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", cert, key, err)
+		}
+		opts.TLSConfig.Certificates = []tls.Certificate{pair}
+	}
+	return opts, secrets, nil
+}
+
+// childEnv is the environment of a command run under a lease: tenure's
+// own, less the password it was given for Redis, which is tenure's and
+// not the command's. (REDIS_URL stays: commands may use it themselves.)
+func childEnv() []string {
+	env := os.Environ()
+	out := env[:0:0]
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, envPassword+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+// Refusals: the server (or the TLS handshake) turning the user down,
+// which no retry mends and which is no outage.
+
+// refusal says how the server refused: "auth" (WRONGPASS, NOAUTH),
+// "command" (NOPERM: a command, key or channel sent directly), "script" (a
+// command a Lua script called), "tls" (a certificate refused, either way),
+// or "" when err is no refusal.
+func refusal(err error) string {
+	var re redis.Error
+	if errors.As(err, &re) {
+		msg := re.Error()
+		switch {
+		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"):
+			return "auth"
+		case strings.HasPrefix(msg, "NOPERM"):
+			return "command"
+		case strings.Contains(msg, "The user executing the script can't"):
+			return "script"
+		}
+	}
+	var verr *tls.CertificateVerificationError
+	if errors.As(err, &verr) {
+		return "tls"
+	}
+	// A TLS alert from the server (crypto/tls reports one as a net.OpError
+	// "remote error"): over TLS 1.3 a missing or unknown client
+	// certificate shows so, on the first read after the handshake.
+	var oe *net.OpError
+	if errors.As(err, &oe) && oe.Op == "remote error" {
+		return "tls"
+	}
+	return ""
+}
+
+// redisFailure is the exit error for err, met while doing what (a phrase:
+// "acquiring \"x\""): a refusal (exitRefused) names the user and what was
+// refused; anything else is Redis unreachable or failing (exitRedis).
+func (g *globals) redisFailure(what string, err error) error {
+	user := g.user
+	if user == "" {
+		user = "default"
+	}
+	switch refusal(err) {
+	case "auth":
+		return fail(exitRefused, "%s: Redis refused to authenticate user %q: %v", what, user, err)
+	case "command":
+		return fail(exitRefused, "%s: Redis refused user %q a command: %v; docs/security.md lists the commands and keys tenure needs", what, user, err)
+	case "script":
+		return fail(exitRefused, "%s: Redis refused user %q a command called by tenure's script for this (the server says: %v); "+
+			"docs/security.md lists the commands each script calls", what, user, err)
+	case "tls":
+		return fail(exitRefused, "%s: the TLS handshake failed on a certificate: %v "+
+			"(--tls-ca trusts the server's authority; --tls-cert and --tls-key present ours)", what, err)
+	}
+	return fail(exitRedis, "%s: %v", what, err)
+}
+
+// userinfo matches the user information of a URL: scheme://USERINFO@.
+// Greedy up to the last @ before a space, so that a password holding an
+// unescaped @ is covered too.
+var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^\s]*@`)
+
+// userinfoScheme is what userinfo takes for a URL's scheme.
+var userinfoScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
+
+// redact hides the user information of every URL in s, and every secret
+// (literally, for those of 4 bytes or more: shorter ones would mask words).
+func redact(s string, secrets []string) string {
+	s = userinfo.ReplaceAllString(s, "${1}xxxxx@")
+	for _, sec := range secrets {
+		if len(sec) >= 4 {
+			s = strings.ReplaceAll(s, sec, "xxxxx")
+		}
+	}
+	return s
+}
+
+// redactor is tenure's stderr: every write goes through redact. tenure
+// writes whole lines (a message, a log record) in one call each, so a
+// secret is never split between two writes.
+type redactor struct {
+	w       io.Writer
+	mu      sync.Mutex
+	secrets []string
+}
+
+func (r *redactor) add(secrets ...string) {
+	r.mu.Lock()
+	r.secrets = append(r.secrets, secrets...)
+	r.mu.Unlock()
+}
+
+func (r *redactor) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	secrets := r.secrets
+	r.mu.Unlock()
+	if _, err := io.WriteString(r.w, redact(string(p), secrets)); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
