@@ -19,8 +19,11 @@
 //	if errors.Is(err, lease.ErrLost) { ... } // nothing was written
 //
 // Anything with a name, a fence, an error and a context is Fenced: a
-// *lease.Lease, a *reentrant.Lock (its fence is that of the acquisition that
-// took the name, so re-entering fences the same way). The fence is recorded
+// *lease.Lease, a semaphore's permit or a read-write lock (both
+// *lease.Lease; a permit's fences increase in the order permits were
+// granted, so on one resource a permit is refused once a later one has
+// committed: TestSemaphorePermits), a *reentrant.Lock (its fence is that of
+// the acquisition that took the name, so re-entering fences the same way). The fence is recorded
 // under the lease's name; Resource records it under another. Package
 // fencing/pgxfence does the same with pgx directly, and Check lets any
 // other driver, or a test harness, run the check in its own transaction.
