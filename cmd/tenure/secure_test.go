@@ -287,6 +287,19 @@ func TestRefusals(t *testing.T) {
 	if code != exitRefused || !strings.Contains(stderr, "'type' command") {
 		t.Errorf("status --watch of a refused user: %d %s", code, stderr)
 	}
+	// So does elect --observe (which would otherwise wait on in silence:
+	// it is killed after a minute).
+	observe := on(withPW(user, pw), "elect", "--observe", "narrow")
+	timer := time.AfterFunc(time.Minute, func() {
+		if observe.Process != nil {
+			_ = observe.Process.Kill()
+		}
+	})
+	code, _, stderr = result(t, observe)
+	timer.Stop()
+	if code != exitRefused || !strings.Contains(stderr, "observing") {
+		t.Errorf("elect --observe of a refused user: %d %s", code, stderr)
+	}
 }
 
 // TestSecretsNotPrinted: tenure never prints the password, whatever

@@ -182,6 +182,12 @@ func observeLeader(g *globals, name string, out io.Writer) error {
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
+	// Observe reports nothing of errors (during an outage it waits): a
+	// first read tells a user the server refuses from one it cannot
+	// reach, which is worth an exit status of its own.
+	if _, err := e.Leader(ctx); refusal(err) != "" {
+		return g.redisFailure("observing "+strconv.Quote(name), err)
+	}
 	for rec := range e.Observe(ctx) {
 		what := "no leader"
 		if rec.Fence != 0 {
