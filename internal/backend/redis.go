@@ -16,9 +16,12 @@ import (
 )
 
 var (
-	// fence.lua defines a function that acquire.lua and permit.lua call.
+	// fence.lua and queue.lua define functions that acquire.lua and
+	// permit.lua call.
 	//go:embed scripts/fence.lua
 	fenceSrc string
+	//go:embed scripts/queue.lua
+	queueSrc string
 	//go:embed scripts/acquire.lua
 	acquireSrc string
 	//go:embed scripts/permit.lua
@@ -34,8 +37,8 @@ var (
 	//go:embed scripts/reenter.lua
 	reenterSrc string
 
-	acquireScript = newScript(fenceSrc + acquireSrc)
-	permitScript  = newScript(fenceSrc + permitSrc)
+	acquireScript = newScript(fenceSrc + queueSrc + acquireSrc)
+	permitScript  = newScript(fenceSrc + queueSrc + permitSrc)
 	renewScript   = newScript(renewSrc)
 	releaseScript = newScript(releaseSrc)
 	abandonScript = newScript(abandonSrc)

@@ -45,8 +45,8 @@
 -- when two grants fall in one microsecond or the clock steps back a little
 -- while the counter lives. So the counter may expire with the lock key, and
 -- does: no key of a name outlives it (S6). Fences stay exact in Lua's
--- doubles until 2^53 us, in 2255. fence() is fence.lua's, prepended to
--- this script.
+-- doubles until 2^53 us, in 2255. fence() is fence.lua's, forget_gone()
+-- and join() queue.lua's, both prepended to this script.
 local token, ttl = ARGV[1], ARGV[2]
 local owner, patience = ARGV[3] or '', tonumber(ARGV[4] or '0')
 
@@ -82,13 +82,7 @@ if patience > 0 or redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
   local now = redis.call('TIME')
   now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
   now_us = tonumber(now[1]) * 1000000 + tonumber(now[2])
-  -- Forget waiters that stopped asking (they died, or gave up without
-  -- saying so), a bounded number per call.
-  local dead = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms, 'LIMIT', 0, 100)
-  if #dead > 0 then
-    redis.call('ZREM', KEYS[5], unpack(dead))
-    redis.call('ZREM', KEYS[4], unpack(dead))
-  end
+  forget_gone(KEYS[4], KEYS[5], now_ms)
   head = redis.call('ZRANGE', KEYS[4], 0, 0)[1]
 end
 
@@ -126,16 +120,9 @@ if owner == '' and redis.pcall('GET', KEYS[1]) == token then
 end
 
 local wait = redis.call('PTTL', KEYS[1])
+local arrival
 if patience > 0 then
-  if not redis.call('ZSCORE', KEYS[4], token) then
-    redis.call('ZADD', KEYS[4], now_us, token)
-  end
-  redis.call('ZADD', KEYS[5], now_ms + patience, token)
-  -- The queue outlives its longest-lived waiter, and no more.
-  if redis.call('PTTL', KEYS[4]) < patience then
-    redis.call('PEXPIRE', KEYS[4], patience)
-    redis.call('PEXPIRE', KEYS[5], patience)
-  end
+  arrival = join(KEYS[4], KEYS[5], token, now_us, now_ms, patience)
   if head == nil then
     head = token
   end
@@ -149,7 +136,7 @@ if wait == -2 and head and head ~= token then
     wait = math.max(0, tonumber(until_ms) - now_ms)
   end
 end
-if patience > 0 then
-  return {0, wait, tonumber(redis.call('ZSCORE', KEYS[4], token))}
+if arrival then
+  return {0, wait, arrival}
 end
 return {0, wait}

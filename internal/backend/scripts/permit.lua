@@ -34,10 +34,10 @@
 --                    also gets its arrival in the queue (server time in us);
 --          {0, -2}   when its sender already gave this request up
 --                    (abandon.lua ran): nothing is touched.
--- Fences are made as acquire.lua makes them (fence() is fence.lua's,
--- prepended to this script): max(counter + 1, server TIME in us), so that
--- they increase across every permit, lease and reentrant lock of the name
--- (safety property S5).
+-- Fences are made as acquire.lua makes them: max(counter + 1, server TIME
+-- in us), so that they increase across every permit, lease and reentrant
+-- lock of the name (safety property S5). fence() is fence.lua's,
+-- forget_gone() and join() queue.lua's, both prepended to this script.
 local token, ttl = ARGV[1], tonumber(ARGV[2])
 local limit, patience = tonumber(ARGV[3]), tonumber(ARGV[4])
 
@@ -76,11 +76,7 @@ end
 -- queue) keeps new readers (barging permits) out.
 local ahead = 0
 if patience > 0 or redis.call('EXISTS', KEYS[4]) == 1 then
-  local gone = redis.call('ZRANGEBYSCORE', KEYS[5], '-inf', now_ms, 'LIMIT', 0, 100)
-  if #gone > 0 then
-    redis.call('ZREM', KEYS[5], unpack(gone))
-    redis.call('ZREM', KEYS[4], unpack(gone))
-  end
+  forget_gone(KEYS[4], KEYS[5], now_ms)
   ahead = redis.call('ZCARD', KEYS[4])
   if patience > 0 then
     ahead = redis.call('ZRANK', KEYS[4], token) or ahead
@@ -124,14 +120,6 @@ else
   end
 end
 if patience > 0 then
-  if not redis.call('ZSCORE', KEYS[4], token) then
-    redis.call('ZADD', KEYS[4], now_us, token)
-  end
-  redis.call('ZADD', KEYS[5], now_ms + patience, token)
-  if redis.call('PTTL', KEYS[4]) < patience then
-    redis.call('PEXPIRE', KEYS[4], patience)
-    redis.call('PEXPIRE', KEYS[5], patience)
-  end
-  return {0, wait, tonumber(redis.call('ZSCORE', KEYS[4], token))}
+  return {0, wait, join(KEYS[4], KEYS[5], token, now_us, now_ms, patience)}
 end
 return {0, wait}
