@@ -602,7 +602,7 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 	}
 	sort.Strings(shared)
 	for _, n := range shared {
-		row("  most permits or readers of "+n+" live at once", r.PeakShared[n])
+		row("  most permits or readers of "+n+" live at once (after data-losing faults too)", r.PeakShared[n])
 	}
 	for _, e := range []Ending{EndReleased, EndLost, EndClosed, EndUnknown} {
 		if n := r.SectionsByEnd[e]; n > 0 || e != EndUnknown {
