@@ -193,3 +193,28 @@ func TestACLUserOnCluster(t *testing.T) {
 		}
 	}
 }
+
+// Through Sentinel, the data servers need nothing beyond the rule: the
+// Failover client asks the Sentinels (which have no users here) where the
+// primary is, and sends the data servers only tenure's commands.
+func TestACLUserThroughSentinel(t *testing.T) {
+	s := redistest.NewSentinel(t, 1, 3)
+	const password = "sentinel-pw"
+	rules := []string{"tenure", "on", ">" + password, "~tenure:*", "&tenure:*", "-@all"}
+	for _, c := range redistest.ACLCommands {
+		rules = append(rules, "+"+c)
+	}
+	for _, srv := range s.Servers() {
+		srv.SetUser(t, rules...)
+	}
+	opts := s.FailoverOptions()
+	opts.Username, opts.Password = "tenure", password
+	c := redis.NewFailoverClient(opts)
+	defer c.Close()
+	workload(t, c)
+	for _, srv := range s.Servers() {
+		if log := srv.ACLLog(t); len(log) != 0 {
+			t.Errorf("%s refused: %q", srv.Addr(), log)
+		}
+	}
+}
