@@ -348,6 +348,13 @@ func MaybeApplied(err error) bool {
 // and tries again. It returns ErrNotHeld, having written nothing, when item
 // does not hold the name. fn's keys must share the name's hash tag on a
 // Cluster.
+//
+// A permit is held while its score is ahead of the server's clock, which
+// WATCH cannot see pass: a permit that runs out between the check and EXEC
+// does not abort it, unless a request for another permit drops it from the
+// set meanwhile (permit.lua does before counting). The window is the
+// transaction's round trip, and Lease.Exec refuses once the local deadline,
+// which comes before the permit's score, has passed.
 func (r *Redis) Guard(ctx context.Context, it Item, fn func(redis.Pipeliner) error) ([]redis.Cmder, error) {
 	key := r.layout.Lease(it.Name)
 	const attempts = 10
