@@ -32,7 +32,6 @@ func TestACLUserEveryFeature(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := redistest.Start(t)
-	admin := s.Client(t)
 	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
 	c := redis.NewClient(s.UserOptions(u))
 	defer c.Close()
@@ -75,17 +74,7 @@ func TestACLUserEveryFeature(t *testing.T) {
 	if err := <-ran; err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	cmds := mon.Stop(t)
-	if log := s.ACLLog(t); len(log) != 0 {
-		t.Errorf("the server refused: %q", log)
-	}
-	v, err := redistest.ScriptKeyViolations(ctx, admin, cmds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range v {
-		t.Error(line)
-	}
+	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
 }
 
 // A refusal reaches the caller: Leader's read, and Run, which returns it

@@ -133,33 +133,6 @@ func leaseWorkload(t *testing.T, c redis.UniversalClient, admin *redis.Client) {
 	}
 }
 
-// checkRun fails the test if the server refused anything (its ACL LOG) or
-// a script touched a key it was not given.
-func checkRun(t *testing.T, s *redistest.Server, mon *redistest.Monitor, admin *redis.Client) {
-	t.Helper()
-	cmds := mon.Stop(t)
-	if log := s.ACLLog(t); len(log) != 0 {
-		t.Errorf("the server refused: %q", log)
-	}
-	v, err := redistest.ScriptKeyViolations(context.Background(), admin, cmds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range v {
-		t.Error(line)
-	}
-	var keys []string
-	iter := admin.Scan(context.Background(), 0, "*", 0).Iterator()
-	for iter.Next(context.Background()) {
-		keys = append(keys, iter.Val())
-	}
-	for _, k := range keys {
-		if !strings.HasPrefix(k, lease.DefaultKeyPrefix) {
-			t.Errorf("key %q outside the prefix", k)
-		}
-	}
-}
-
 // Every lease feature works as a user with docs/security.md's rule.
 func TestACLUserEveryFeature(t *testing.T) {
 	t.Parallel()
@@ -170,7 +143,7 @@ func TestACLUserEveryFeature(t *testing.T) {
 	defer c.Close()
 	mon := s.Monitor(t)
 	leaseWorkload(t, c, admin)
-	checkRun(t, s, mon, admin)
+	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
 }
 
 // narrowRules are an ACL user's rules that allow tenure's commands on the
@@ -203,7 +176,7 @@ func TestScriptsTouchOnlyTheirKeys(t *testing.T) {
 	defer c.Close()
 	mon := s.Monitor(t)
 	leaseWorkload(t, c, admin)
-	checkRun(t, s, mon, admin)
+	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
 }
 
 // Replica acknowledgement (WAIT) and quorum mode (raise.lua) work as a

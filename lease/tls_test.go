@@ -34,7 +34,7 @@ func TestTLS(t *testing.T) {
 			defer c.Close()
 			mon := s.Monitor(t)
 			leaseWorkload(t, c, admin)
-			checkRun(t, s, mon, admin)
+			s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
 		})
 	}
 	t.Run("no client certificate", func(t *testing.T) {

@@ -103,17 +103,7 @@ func TestACLUserEveryFeature(t *testing.T) {
 			}
 		}
 	}
-	cmds := mon.Stop(t)
-	if log := s.ACLLog(t); len(log) != 0 {
-		t.Errorf("the server refused: %q", log)
-	}
-	v, err := redistest.ScriptKeyViolations(ctx, admin, cmds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range v {
-		t.Error(line)
-	}
+	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
 }
 
 // A refusal reaches the caller of Lock, a re-entry, Exec and Unlock.

@@ -3,7 +3,6 @@ package semaphore_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -90,28 +89,12 @@ func workload(t *testing.T, c redis.UniversalClient) {
 // no key outside the prefix is written.
 func TestACLUser(t *testing.T) {
 	s := redistest.Start(t)
-	admin := s.Client(t)
 	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
 	c := redis.NewClient(s.UserOptions(u))
 	defer c.Close()
 	mon := s.Monitor(t)
 	workload(t, c)
-	cmds := mon.Stop(t)
-	if log := s.ACLLog(t); len(log) != 0 {
-		t.Errorf("the server refused: %q", log)
-	}
-	v, err := redistest.ScriptKeyViolations(context.Background(), admin, cmds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range v {
-		t.Error(line)
-	}
-	for _, k := range admin.Keys(context.Background(), "*").Val() {
-		if !strings.HasPrefix(k, lease.DefaultKeyPrefix) {
-			t.Errorf("key %q outside the prefix", k)
-		}
-	}
+	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
 }
 
 // On Redis Cluster, semaphores spread over the primaries work as on one

@@ -281,3 +281,35 @@ func ScriptKeyViolations(ctx context.Context, admin *redis.Client, cmds []Comman
 	}
 	return out, nil
 }
+
+// CheckUserRun stops mon and fails tb if, while it ran, the server refused
+// anything (its ACL LOG, read since the server started or the last
+// ResetACLLog), a script touched a key it was not given (ScriptKeyViolations),
+// or a key outside prefix was left on the server: what a run as
+// docs/security.md's user must show.
+func (s *Server) CheckUserRun(tb testing.TB, mon *Monitor, prefix string) {
+	tb.Helper()
+	cmds := mon.Stop(tb)
+	if log := s.ACLLog(tb); len(log) != 0 {
+		tb.Errorf("the server refused: %q", log)
+	}
+	admin := s.NewClient()
+	defer admin.Close()
+	ctx := context.Background()
+	v, err := ScriptKeyViolations(ctx, admin, cmds)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	for _, line := range v {
+		tb.Error(line)
+	}
+	iter := admin.Scan(ctx, 0, "*", 0).Iterator()
+	for iter.Next(ctx) {
+		if !strings.HasPrefix(iter.Val(), prefix) {
+			tb.Errorf("key %q outside the prefix %q", iter.Val(), prefix)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		tb.Fatal(err)
+	}
+}
