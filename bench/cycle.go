@@ -78,6 +78,17 @@ func runCycles(ctx context.Context, cfg runConfig, addr string) ([]cycleResult, 
 // cycleLoop runs acquire+release of fresh names from par goroutines for d
 // (or, if d is 0, count cycles in all).
 func cycleLoop(ctx context.Context, l locker, par int, d time.Duration, count int64, seq *atomic.Int64) cycleResult {
+	lats, errs, el := timedCycles(ctx, l, par, d, count, func(int) string { return fmt.Sprint("cycle-", seq.Add(1)) })
+	n := int64(len(lats))
+	r := cycleResult{Ops: n, Seconds: el, OpsPerSec: float64(n) / el, Lat: summarize(lats), Errors: errs}
+	r.NsPerOp = 1e9 * float64(par) / r.OpsPerSec
+	return r
+}
+
+// timedCycles runs acquire+release of l from par goroutines for d (or, if
+// d is 0, count cycles in all), goroutine g's next cycle on name(g). It
+// returns every cycle's latency, how many failed, and the seconds it took.
+func timedCycles(ctx context.Context, l locker, par int, d time.Duration, count int64, name func(g int) string) ([]time.Duration, int64, float64) {
 	var (
 		ops, errs atomic.Int64
 		wg        sync.WaitGroup
@@ -86,11 +97,11 @@ func cycleLoop(ctx context.Context, l locker, par int, d time.Duration, count in
 	)
 	start := time.Now()
 	stop := start.Add(d)
-	for range par {
+	for g := range par {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			local := make([]time.Duration, 0, 1024)
+			local := make([]time.Duration, 0, 4096)
 			for {
 				if d > 0 && time.Now().After(stop) {
 					break
@@ -98,18 +109,15 @@ func cycleLoop(ctx context.Context, l locker, par int, d time.Duration, count in
 				if d == 0 && ops.Add(1) > count {
 					break
 				}
-				name := fmt.Sprint("cycle-", seq.Add(1))
+				key := name(g)
 				t0 := time.Now()
-				rel, err := l.acquire(ctx, name)
+				rel, err := l.acquire(ctx, key)
 				if err == nil {
 					err = rel(ctx)
 				}
 				local = append(local, time.Since(t0))
 				if err != nil {
 					errs.Add(1)
-				}
-				if d > 0 {
-					ops.Add(1)
 				}
 			}
 			mu.Lock()
@@ -118,9 +126,5 @@ func cycleLoop(ctx context.Context, l locker, par int, d time.Duration, count in
 		}()
 	}
 	wg.Wait()
-	el := time.Since(start).Seconds()
-	n := int64(len(lats))
-	r := cycleResult{Ops: n, Seconds: el, OpsPerSec: float64(n) / el, Lat: summarize(lats), Errors: errs.Load()}
-	r.NsPerOp = 1e9 * float64(par) / r.OpsPerSec
-	return r
+	return lats, errs.Load(), time.Since(start).Seconds()
 }

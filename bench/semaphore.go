@@ -454,46 +454,15 @@ func runSemaphore(ctx context.Context, cfg runConfig, addr string) (*semaphoreRe
 // semCycleLoop runs acquire+release from par goroutines, goroutine g on
 // name(g), for d (or, if d is 0, count cycles in all).
 func semCycleLoop(ctx context.Context, l locker, name func(int) string, par int, d time.Duration, count int64) semCycleResult {
-	var (
-		ops, errs atomic.Int64
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		lats      []time.Duration
-	)
-	start := time.Now()
-	stop := start.Add(d)
-	for g := range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			key := name(g)
-			local := make([]time.Duration, 0, 4096)
-			for {
-				if d > 0 && time.Now().After(stop) {
-					break
-				}
-				if d == 0 && ops.Add(1) > count {
-					break
-				}
-				t0 := time.Now()
-				rel, err := l.acquire(ctx, key)
-				if err == nil {
-					err = rel(ctx)
-				}
-				local = append(local, time.Since(t0))
-				if err != nil {
-					errs.Add(1)
-				}
-			}
-			mu.Lock()
-			lats = append(lats, local...)
-			mu.Unlock()
-		}()
+	// Each goroutine's name, made before the clock starts: the loop's
+	// allocations are the cycle's.
+	names := make([]string, par)
+	for g := range names {
+		names[g] = name(g)
 	}
-	wg.Wait()
-	el := time.Since(start).Seconds()
+	lats, errs, el := timedCycles(ctx, l, par, d, count, func(g int) string { return names[g] })
 	n := int64(len(lats))
-	r := semCycleResult{Ops: n, Seconds: el, OpsPerSec: float64(n) / el, Lat: summarize(lats), Errors: errs.Load()}
+	r := semCycleResult{Ops: n, Seconds: el, OpsPerSec: float64(n) / el, Lat: summarize(lats), Errors: errs}
 	r.NsPerOp = 1e9 * float64(par) / r.OpsPerSec
 	return r
 }

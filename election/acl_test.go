@@ -32,9 +32,7 @@ func TestACLUserEveryFeature(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := redistest.Start(t)
-	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
-	c := redis.NewClient(s.UserOptions(u))
-	defer c.Close()
+	c := s.UserClient(t, lease.DefaultKeyPrefix)
 	mon := s.Monitor(t)
 
 	e, err := election.New(election.Config{Manager: aclManager(t, c), Client: c, Name: "acl-e", Identity: "a", TTL: time.Second})
@@ -85,9 +83,7 @@ func TestPermissionErrors(t *testing.T) {
 	defer cancel()
 	s := redistest.Start(t)
 	admin := s.Client(t)
-	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
-	c := redis.NewClient(s.UserOptions(u))
-	defer c.Close()
+	c := s.UserClient(t, lease.DefaultKeyPrefix)
 	if err := admin.Do(ctx, "acl", "setuser", "tenure", "-multi", "-evalsha", "-eval").Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -33,12 +33,7 @@ func TestStalledHolder(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t)
-			g := newGuard(t, fencing.WithDialect(b.dialect))
-			if err := g.EnsureSchema(ctx, db); err != nil {
-				t.Fatal(err)
-			}
-			createResults(t, db, b.dialect)
+			db, g := b.prepare(t)
 			mA := newManager(t, lease.WithTTL(500*time.Millisecond))
 			mB := newManager(t)
 
@@ -99,12 +94,7 @@ func TestStalledInsideTransaction(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t)
-			g := newGuard(t, fencing.WithDialect(b.dialect))
-			if err := g.EnsureSchema(ctx, db); err != nil {
-				t.Fatal(err)
-			}
-			createResults(t, db, b.dialect)
+			db, g := b.prepare(t)
 			mA := newManager(t, lease.WithTTL(500*time.Millisecond))
 			mB := newManager(t)
 			a, err := mA.Acquire(ctx, "report", lease.WithAutoRenew(false))
@@ -275,12 +265,7 @@ func TestEqualFenceAccepted(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t)
-			g := newGuard(t, fencing.WithDialect(b.dialect))
-			if err := g.EnsureSchema(ctx, db); err != nil {
-				t.Fatal(err)
-			}
-			createResults(t, db, b.dialect)
+			db, g := b.prepare(t)
 			m := newManager(t)
 			l, err := m.Acquire(ctx, "lease")
 			if err != nil {
@@ -328,12 +313,7 @@ func TestFunctionErrorRollsBack(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := context.Background()
-			db := b.open(t)
-			g := newGuard(t, fencing.WithDialect(b.dialect))
-			if err := g.EnsureSchema(ctx, db); err != nil {
-				t.Fatal(err)
-			}
-			createResults(t, db, b.dialect)
+			db, g := b.prepare(t)
 			boom := errors.New("boom")
 			err := g.Tx(ctx, db, holder{name: "r", fence: 7}, func(ctx context.Context, tx *sql.Tx) error {
 				if err := insertResult("x")(ctx, tx); err != nil {

@@ -176,6 +176,19 @@ func recorded(t testing.TB, db *sql.DB, table, resource string) int64 {
 }
 
 // createResults creates the table the tests' holders write their results to.
+// prepare opens a fresh database of b with the guard's table (EnsureSchema)
+// and the tests' results table, and returns it with a guard of b's dialect.
+func (b backend) prepare(t testing.TB) (*sql.DB, *fencing.Guard) {
+	t.Helper()
+	db := b.open(t)
+	g := newGuard(t, fencing.WithDialect(b.dialect))
+	if err := g.EnsureSchema(context.Background(), db); err != nil {
+		t.Fatal(err)
+	}
+	createResults(t, db, b.dialect)
+	return db, g
+}
+
 func createResults(t testing.TB, db *sql.DB, d fencing.Dialect) {
 	t.Helper()
 	ddl := "CREATE TABLE results (id INTEGER PRIMARY KEY AUTOINCREMENT, writer TEXT NOT NULL)"

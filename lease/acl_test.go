@@ -138,9 +138,7 @@ func TestACLUserEveryFeature(t *testing.T) {
 	t.Parallel()
 	s := redistest.Start(t)
 	admin := s.Client(t)
-	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
-	c := redis.NewClient(s.UserOptions(u))
-	defer c.Close()
+	c := s.UserClient(t, lease.DefaultKeyPrefix)
 	mon := s.Monitor(t)
 	leaseWorkload(t, c, admin)
 	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
@@ -194,9 +192,7 @@ func TestACLUserReplicasAndQuorum(t *testing.T) {
 		info, _ := admin.Info(ctx, "replication").Result()
 		return strings.Contains(info, "connected_slaves:1")
 	})
-	u := primary.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
-	c := redis.NewClient(primary.UserOptions(u))
-	defer c.Close()
+	c := primary.UserClient(t, lease.DefaultKeyPrefix)
 	m := newManager(t, c, lease.WithReplicaAcks(1, 2*time.Second))
 	l, err := m.TryAcquire(ctx, "acl-acks")
 	if err != nil {
@@ -219,9 +215,7 @@ func TestACLUserReplicasAndQuorum(t *testing.T) {
 	)
 	for range 3 {
 		s := redistest.Start(t)
-		u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
-		c := redis.NewClient(s.UserOptions(u))
-		defer c.Close()
+		c := s.UserClient(t, lease.DefaultKeyPrefix)
 		servers, clients, mons = append(servers, s), append(clients, c), append(mons, s.Monitor(t))
 	}
 	q, err := lease.NewQuorum(clients, lease.WithLogger(quiet))
@@ -289,9 +283,7 @@ func TestPermissionErrors(t *testing.T) {
 	defer cancel()
 	s := redistest.Start(t)
 	admin := s.Client(t)
-	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
-	c := redis.NewClient(s.UserOptions(u))
-	defer c.Close()
+	c := s.UserClient(t, lease.DefaultKeyPrefix)
 	m := newManager(t, c, lease.WithTTL(20*time.Second))
 	held := map[string]*lease.Lease{}
 	for _, n := range []string{"p-release", "p-extend", "p-exec", "p-script"} {

@@ -89,9 +89,7 @@ func workload(t *testing.T, c redis.UniversalClient) {
 // no key outside the prefix is written.
 func TestACLUser(t *testing.T) {
 	s := redistest.Start(t)
-	u := s.CreateUser(t, "tenure", lease.DefaultKeyPrefix)
-	c := redis.NewClient(s.UserOptions(u))
-	defer c.Close()
+	c := s.UserClient(t, lease.DefaultKeyPrefix)
 	mon := s.Monitor(t)
 	workload(t, c)
 	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)

@@ -154,3 +154,12 @@ func randomPassword() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// UserClient creates docs/security.md's user for prefix on s (CreateUser)
+// and returns a client authenticated as it, closed when the test ends.
+func (s *Server) UserClient(tb testing.TB, prefix string) *redis.Client {
+	tb.Helper()
+	c := redis.NewClient(s.UserOptions(s.CreateUser(tb, "tenure", prefix)))
+	tb.Cleanup(func() { _ = c.Close() })
+	return c
+}
