@@ -22,6 +22,11 @@ var (
 	fenceSrc string
 	//go:embed scripts/queue.lua
 	queueSrc string
+	// letgo.lua defines the functions of letting go of a permit or a
+	// place in the queue, which renew.lua, release.lua, abandon.lua and
+	// leave.lua call.
+	//go:embed scripts/letgo.lua
+	letgoSrc string
 	//go:embed scripts/acquire.lua
 	acquireSrc string
 	//go:embed scripts/permit.lua
@@ -39,10 +44,10 @@ var (
 
 	acquireScript = newScript(fenceSrc + queueSrc + acquireSrc)
 	permitScript  = newScript(fenceSrc + queueSrc + permitSrc)
-	renewScript   = newScript(renewSrc)
-	releaseScript = newScript(releaseSrc)
-	abandonScript = newScript(abandonSrc)
-	leaveScript   = newScript(leaveSrc)
+	renewScript   = newScript(letgoSrc + renewSrc)
+	releaseScript = newScript(letgoSrc + releaseSrc)
+	abandonScript = newScript(letgoSrc + abandonSrc)
+	leaveScript   = newScript(letgoSrc + leaveSrc)
 	reenterScript = newScript(reenterSrc)
 )
 
@@ -181,11 +186,7 @@ func (r *Redis) Abandon(ctx context.Context, req Request) error {
 func (r *Redis) Leave(ctx context.Context, req Request) error {
 	n := req.Name
 	keys := []string{r.layout.Lease(n), r.layout.Queue(n), r.layout.QueueExpiry(n)}
-	args := []any{req.Token, r.layout.Channel(n)}
-	if req.Limit > 0 {
-		args = append(args, "z")
-	}
-	if err := leaveScript.Run(ctx, r.client, keys, args...).Err(); err != nil {
+	if err := leaveScript.Run(ctx, r.client, keys, req.Token, r.layout.Channel(n)).Err(); err != nil {
 		return fmt.Errorf("leave script: %w", err)
 	}
 	return nil

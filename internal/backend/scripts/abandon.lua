@@ -17,7 +17,9 @@
 --          otherwise
 --
 -- Returns  1 when the acquire had been applied: the lease (or the owner's
---            entries, or the permit) is deleted and waiters are told;
+--            entries, or the permit) is deleted and waiters are told
+--            (a permit's set lives on as long as its latest permit left:
+--            settle() is letgo.lua's, prepended to this script);
 --          0 when it had not, or cannot be told apart from entries of others
 --            sharing the owner.
 -- Either way a marker now makes acquire.lua refuse the request for a TTL, so
@@ -32,6 +34,7 @@ if ARGV[6] == 'z' then
   if type(redis.pcall('ZSCORE', KEYS[1], ARGV[1])) == 'string' then
     redis.call('ZREM', KEYS[1], ARGV[1])
     redis.call('HDEL', KEYS[5], ARGV[1])
+    settle(KEYS[1], KEYS[5], server_ms())
     applied = 1
   end
 elseif ARGV[4] == '' then
@@ -43,12 +46,12 @@ elseif ARGV[5] == '1' and redis.pcall('HEXISTS', KEYS[1], ARGV[4]) == 1 then
   redis.call('HDEL', KEYS[1], ARGV[4])
   applied = 1
 end
--- Tell the waiters when the name is free because of us: we let it go, or we
--- were first in the queue. A permit we let go, or a place in a
--- semaphore's queue, may let a waiter in whoever else holds the name.
-if ARGV[6] == 'z' and (applied == 1 or rank) then
-  redis.call('PUBLISH', ARGV[2], 'released')
-elseif (applied == 1 or rank == 0) and redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('PUBLISH', ARGV[2], 'released')
+-- Whoever stops blocking others wakes them: a hold we let go, or a place
+-- in the queue we left, may let a waiter in whenever the name is free or
+-- held by permits (a barging permit waits while anyone is queued, a fair
+-- one counts those queued ahead of it). A lease or a reentrant lock that
+-- others still hold lets nobody in. wake() is letgo.lua's, prepended.
+if applied == 1 or rank then
+  wake(KEYS[1], ARGV[2])
 end
 return applied

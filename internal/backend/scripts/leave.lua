@@ -5,22 +5,18 @@
 -- KEYS[3]  the queue's expiries, P{N}:queue:expiry
 -- ARGV[1]  the waiter's token
 -- ARGV[2]  the name's release channel, P{N}:released
--- ARGV[3]  'z' when the waiter wants a semaphore's permit; absent otherwise
 --
--- Returns  1 when the waiter was at the head of the queue and the name is
---            free: the next waiter is told, on ARGV[2], that its turn came;
---            also when a semaphore's waiter leaves from anywhere in the
---            queue: a permit kept for those ahead may go to one behind;
+-- Returns  1 when the waiters were told, on ARGV[2], that they may get in:
+--            the waiter was in the queue, and the name is free or held by
+--            permits. Every waiter behind it moves up, and barging requests
+--            (which wait while anyone is queued) may go once the queue is
+--            empty: a writer of a read-write lock that gives up lets the
+--            readers it held back in. wake() is letgo.lua's, prepended;
 --          0 otherwise.
 local rank = redis.call('ZRANK', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
-if ARGV[3] == 'z' and rank then
-  redis.call('PUBLISH', ARGV[2], 'released')
-  return 1
-end
-if rank == 0 and redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('PUBLISH', ARGV[2], 'released')
-  return 1
+if rank then
+  return wake(KEYS[1], ARGV[2])
 end
 return 0

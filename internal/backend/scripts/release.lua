@@ -19,7 +19,9 @@
 --            and with the last owner the key. When the name became free a
 --            message is published on the release channel.
 --            A permit leaves the semaphore's set, and a message is published
---            (a permit is free, whoever else holds one);
+--            (a permit is free, whoever else holds one); the set then lives
+--            as long as its latest permit left, or goes with the last one
+--            (settle() is letgo.lua's, prepended to this script);
 --          0 when the name is free or held by another token, owner or kind,
 --            or the permit is past its expiry (it is dropped: another request
 --            may count it free already).
@@ -50,8 +52,9 @@ if ARGV[3] == 'z' then
   end
   redis.call('ZREM', KEYS[1], ARGV[1])
   redis.call('HDEL', KEYS[3], ARGV[1])
-  local now = redis.call('TIME')
-  if tonumber(score) <= tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) then
+  local now_ms = server_ms()
+  settle(KEYS[1], KEYS[3], now_ms)
+  if tonumber(score) <= now_ms then
     return 0
   end
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])

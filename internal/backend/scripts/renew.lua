@@ -18,7 +18,9 @@
 --            permit: the token holds none, or one past its expiry, which
 --            is dropped: another request may count it free already).
 -- A permit is held while its score is ahead of the server's clock; a
--- renewal sets it to now + TTL when that is later (S8 again).
+-- renewal sets it to now + TTL when that is later (S8 again), and the set's
+-- TTL to that when it is later: the set lives as long as its latest permit
+-- (settle() is letgo.lua's, prepended to this script).
 -- pcall: GET, HEXISTS or ZSCORE on a key of another kind is an error reply,
 -- which is simply "not this holder".
 if ARGV[3] == 'z' then
@@ -26,12 +28,12 @@ if ARGV[3] == 'z' then
   if type(score) == 'table' then
     return 0
   end
-  local now = redis.call('TIME')
-  local now_ms = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+  local now_ms = server_ms()
   if not score or tonumber(score) <= now_ms then
     if score then
       redis.call('ZREM', KEYS[1], ARGV[1])
       redis.call('HDEL', KEYS[3], ARGV[1])
+      settle(KEYS[1], KEYS[3], now_ms)
     end
     return -1
   end
