@@ -206,15 +206,16 @@ func (w *wait) unregister() {
 }
 
 // behindOthers makes a barging wait start behind the waiters of its own
-// manager that wait for the name already: it waits for the next release
-// instead of racing them (and, when the name was just released here,
-// taking it back before they hear of it).
+// manager that wait for the name already and could get in whenever it
+// could: it waits for the next release instead of racing them (and, when
+// the name was just released here, taking it back before they hear of
+// it). A permit request with a larger n than theirs goes at once.
 func (w *wait) behindOthers(ctx context.Context) error {
 	m := w.m
-	if w.a.fair || m.notify == nil || !m.notify.anyBarging() || !m.notify.waiting(w.ch()) {
+	if w.a.fair || m.notify == nil || !m.notify.anyBarging() || !m.notify.waiting(w.ch(), w.req.Limit) {
 		return nil
 	}
-	if w.waiter, _ = m.notify.register(w.ch(), false, 0); w.waiter == nil {
+	if w.waiter, _ = m.notify.register(w.ch(), false, 0, w.req.Limit); w.waiter == nil {
 		return nil
 	}
 	select {
@@ -299,7 +300,7 @@ func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 	}
 	if w.waiter == nil && m.notify != nil {
 		var armed bool
-		if w.waiter, armed = m.notify.register(w.ch(), a.fair, res.Arrival); armed {
+		if w.waiter, armed = m.notify.register(w.ch(), a.fair, res.Arrival, w.req.Limit); armed {
 			// We listen now, but a release since our attempt went unheard:
 			// look again at once.
 			return nil
@@ -405,6 +406,11 @@ func (m *Manager) sendDetached(ctx context.Context, req backend.Request) (backen
 		switch {
 		case err == nil && res.Acquired:
 			m.cleanUp("clean-up release", req.Name, m.releaseOp(m.requestItem(req, res)))
+		case err == nil && req.Queue > 0:
+			// A fair attempt answered "held" has put us in the queue (or
+			// kept us there), behind the caller's back: leave it, or
+			// those behind wait until the queue forgets us.
+			m.cleanUp("leaving the queue", req.Name, m.leaveOp(req))
 		case backend.MaybeApplied(err):
 			m.cleanUp("abandoning an unanswered acquire", req.Name, m.abandonOp(req))
 		}

@@ -122,7 +122,10 @@ func (m *Manager) abandonLater(req backend.Request) {
 // forgets it. After Close began it does nothing: the queue forgets the
 // waiter soon enough.
 func (m *Manager) leaveLater(req backend.Request) {
-	m.bg.spawn(func() {
-		m.cleanUp("leaving the queue", req.Name, func(ctx context.Context) error { return m.be.Leave(ctx, req) })
-	})
+	m.bg.spawn(func() { m.cleanUp("leaving the queue", req.Name, m.leaveOp(req)) })
+}
+
+// leaveOp takes req's token out of the name's fair queue.
+func (m *Manager) leaveOp(req backend.Request) func(context.Context) error {
+	return func(ctx context.Context) error { return m.be.Leave(ctx, req) }
 }

@@ -18,7 +18,10 @@ import (
 // A message wakes one barging waiter of the manager: it tries, and wins
 // unless a waiter elsewhere was quicker, in which case the name is held
 // again and everyone keeps waiting for its next release. Waking them all
-// would only have them all try and all but one fail. Of fair waiters it
+// would only have them all try and all but one fail. One per kind of
+// request, rather: permit requests with different limits do not fail
+// together (a free permit of five is none of one), so the first barging
+// waiter of each limit is woken. Of fair waiters it
 // wakes the one that joined the queue first: only the head of the queue can
 // win, and this manager's earliest waiter is the only one of its waiters
 // that may be it.
@@ -77,6 +80,7 @@ const (
 
 type waiter struct {
 	fair    bool
+	limit   int           // a permit request's n; 0 for a lease or a reentrant lock
 	arrival int64         // when a fair waiter joined the queue: the queue's order
 	wake    chan struct{} // capacity 1
 	state   wakeState
@@ -92,7 +96,9 @@ func newNotifier(client redis.UniversalClient) *notifier {
 // subscription is confirmed already: a release from now on wakes the
 // waiter, but one since its last attempt did not, so it must try again now.
 // Otherwise the confirmation will wake it. A closed notifier returns nil.
-func (n *notifier) register(channel string, fair bool, arrival int64) (w *waiter, armed bool) {
+// limit is the request's number of permits, 0 for a lease or a reentrant
+// lock.
+func (n *notifier) register(channel string, fair bool, arrival int64, limit int) (w *waiter, armed bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
@@ -104,7 +110,7 @@ func (n *notifier) register(channel string, fair bool, arrival int64) (w *waiter
 		go n.subscribe()
 		go n.receive()
 	}
-	w = &waiter{fair: fair, arrival: arrival, wake: make(chan struct{}, 1)}
+	w = &waiter{fair: fair, limit: limit, arrival: arrival, wake: make(chan struct{}, 1)}
 	if !fair {
 		n.barging.Add(1)
 	}
@@ -138,15 +144,18 @@ func (n *notifier) poke() {
 func (n *notifier) anyBarging() bool { return n.barging.Load() > 0 }
 
 // waiting reports whether barging waiters of this manager wait for
-// channel: an acquire that starts now waits its turn behind them rather
-// than barging in (above all, a holder that released and asks again at
-// once, before its release message has woken them).
-func (n *notifier) waiting(channel string) bool {
+// channel that could get in whenever a request of limit (0 for a lease)
+// could: an acquire that starts now waits its turn behind them rather than
+// barging in (above all, a holder that released and asks again at once,
+// before its release message has woken them). A permit request waits
+// behind those with as many permits or more, never behind fewer: a request
+// that raises n may find a permit free that they cannot take.
+func (n *notifier) waiting(channel string, limit int) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if s := n.chans[channel]; s != nil {
 		for _, w := range s.waiters {
-			if !w.fair {
+			if !w.fair && (w.limit == 0) == (limit == 0) && w.limit >= limit {
 				return true
 			}
 		}
@@ -199,25 +208,25 @@ func (n *notifier) unregister(channel string, w *waiter) {
 	}
 }
 
-// wakeOne wakes the first barging waiter and the earliest fair waiter,
-// unless such a waiter is awake already (woken and not yet tried: it will
-// try, or pass the wake-up on); that one is woken once more after its
-// attempt, which may have reached the server before the release did.
+// wakeOne wakes the first barging waiter of each limit and the earliest
+// fair waiter, unless such a waiter is awake already (woken and not yet
+// tried: it will try, or pass the wake-up on); that one is woken once more
+// after its attempt, which may have reached the server before the release
+// did.
 func (s *subscription) wakeOne() {
-	var first, head *waiter
+	var head *waiter
+	firsts := make([]*waiter, 0, 4) // the first barging waiter of each limit
 	for _, w := range s.waiters {
 		switch {
-		case w.state != asleep && w.fair:
+		case w.fair && w.state != asleep:
 			head = w
-		case w.state != asleep:
-			first = w
 		case w.fair && (head == nil || (head.state == asleep && w.arrival < head.arrival)):
 			head = w
-		case !w.fair && first == nil:
-			first = w
+		case !w.fair:
+			firsts = firstOfLimit(firsts, w)
 		}
 	}
-	for _, w := range []*waiter{first, head} {
+	for _, w := range append(firsts, head) {
 		switch {
 		case w == nil:
 		case w.state != asleep:
@@ -226,6 +235,20 @@ func (s *subscription) wakeOne() {
 			w.signal()
 		}
 	}
+}
+
+// firstOfLimit keeps in firsts the barging waiter to wake for w's limit:
+// the first, unless a later one is awake already.
+func firstOfLimit(firsts []*waiter, w *waiter) []*waiter {
+	for i, f := range firsts {
+		if f.limit == w.limit {
+			if f.state == asleep && w.state != asleep {
+				firsts[i] = w
+			}
+			return firsts
+		}
+	}
+	return append(firsts, w)
 }
 
 func (s *subscription) wakeAll() {

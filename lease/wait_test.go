@@ -221,6 +221,50 @@ func TestFairWaiterThatGivesUpLeavesTheQueue(t *testing.T) {
 	}
 }
 
+// A fair waiter that gives up while its attempt is on its way leaves the
+// queue once the late reply is in (it joined the queue with that attempt),
+// not when the queue forgets it: the others must not wait behind it. The
+// client does not end a round trip with its context, so the caller leaves
+// before the attempt reaches the server.
+func TestFairWaiterGivingUpMidAttemptLeavesTheQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	ctx := context.Background()
+	if _, err := newManager(t, srv.Client(t), lease.WithTTL(time.Minute)).Acquire(ctx, "q"); err != nil {
+		t.Fatal(err)
+	}
+	proxy := redistest.StartProxy(t, srv.Addr())
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr()})
+	t.Cleanup(func() { _ = slow.Close() })
+	m := newManager(t, slow, lease.WithFair(true))
+	if err := slow.Ping(ctx).Err(); err != nil { // connected before the latency
+		t.Fatal(err)
+	}
+	proxy.SetLatency(500 * time.Millisecond)
+	actx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	_, err := m.Acquire(actx, "q")
+	cancel()
+	if !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("the waiter that gave up: %v", err)
+	}
+	// The attempt arrives after the caller left, and joins the queue.
+	var forgetAt int64
+	waitFor(t, 30*time.Second, func() bool {
+		z := raw.ZRangeWithScores(ctx, "tenure:{q}:queue:expiry", 0, -1).Val()
+		if len(z) == 1 {
+			forgetAt = int64(z[0].Score)
+		}
+		return len(z) == 1
+	})
+	waitFor(t, 30*time.Second, func() bool { return raw.ZCard(ctx, "tenure:{q}:queue").Val() == 0 })
+	// Order in the server's clock: it left before the queue would have
+	// forgotten it.
+	if now := raw.Time(ctx).Val().UnixMilli(); now >= forgetAt {
+		t.Fatalf("the waiter left the queue only when forgotten (%d ms after its time was up)", now-forgetAt)
+	}
+	proxy.SetLatency(0)
+}
+
 func TestFairQueueForgetsDeadWaiters(t *testing.T) {
 	srv := redistest.Start(t)
 	raw := srv.Client(t)
