@@ -95,6 +95,24 @@ func TestACLUser(t *testing.T) {
 	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
 }
 
+// The same in a database above 0: go-redis SELECTs it on every connection,
+// which the rule must allow (redis://host/2 in the CLI).
+func TestACLUserDatabaseAboveZero(t *testing.T) {
+	s := redistest.Start(t)
+	opts := s.UserOptions(s.CreateUser(t, "tenure", lease.DefaultKeyPrefix))
+	opts.DB = 2
+	c := redis.NewClient(opts)
+	t.Cleanup(func() { _ = c.Close() })
+	mon := s.Monitor(t)
+	workload(t, c)
+	s.CheckUserRun(t, mon, lease.DefaultKeyPrefix)
+	admin := redis.NewClient(&redis.Options{Addr: s.Addr(), DB: 2})
+	defer admin.Close()
+	if n := admin.Exists(context.Background(), "tenure:{acl-s}:data").Val(); n != 1 {
+		t.Fatal("the workload's data is not in database 2")
+	}
+}
+
 // On Redis Cluster, semaphores spread over the primaries work as on one
 // server: every key of a name is in the name's slot.
 func TestCluster(t *testing.T) {

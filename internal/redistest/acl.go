@@ -17,8 +17,9 @@ import (
 // its Lua scripts and the tenure command send (docs/security.md says which
 // feature needs which). TestACLRuleMatchesDocs keeps the two the same.
 var ACLCommands = []string{
-	// Connection: go-redis's PING, pub/sub's health check, the CLI's probe.
-	"ping",
+	// Connection: go-redis's PING, pub/sub's health check, the CLI's probe;
+	// SELECT of a database above 0 (Options.DB, redis://host/2).
+	"ping", "select",
 	// Scripts, and what they call.
 	"evalsha", "eval", "time",
 	"get", "set", "del", "exists", "type", "pttl", "pexpire",
