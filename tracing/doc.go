@@ -35,8 +35,8 @@
 //     of the acquire span too, and a sibling of the hold span. A renewal that
 //     failed (and is retried until the local deadline) is an event
 //     "tenure.lease.renewal.failed" with error.type; a loss is an event
-//     "tenure.lease.lost" with tenure.lease.loss.cause ("taken_over" or
-//     "expired") and sets the Error status. When the span ends it gets
+//     "tenure.lease.lost" with tenure.lease.loss.cause ("deleted",
+//     "taken_over" or "expired") and sets the Error status. When the span ends it gets
 //     tenure.lease.end.cause ("released", "lost" or "closed"). A failed
 //     renewal alone does not set the Error status: the lease may still be
 //     renewed in time, and a hold that ended well is not an error.
@@ -64,8 +64,13 @@
 //   - tenure.lease.held (up-down counter, {lease}): leases held now.
 //   - tenure.lease.renewals (counter, {renewal}): automatic renewals, by
 //     tenure.lease.renewal.result ("renewed" or "failed").
-//   - tenure.lease.losses (counter, {lease}): leases lost, by
-//     tenure.lease.loss.cause ("taken_over" or "expired").
+//   - tenure.lease.losses (counter, {lease}): every lease lost, by
+//     tenure.lease.loss.cause, the hold span's value: "deleted" (the key was
+//     deleted or expired on the server: a restart without data, an
+//     eviction, tenure release --force), "taken_over" (another token holds
+//     it) or "expired" (no renewal confirmed before the local deadline). A
+//     reason a later lease package adds is counted under its own value, and
+//     a loss without a reason under "unknown".
 //   - tenure.lease.hold.duration (histogram, s): how long leases were held,
 //     by tenure.lease.end.cause.
 //

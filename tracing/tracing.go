@@ -56,8 +56,15 @@ const (
 	MetricWaitDuration    = "tenure.lease.wait.duration"
 	MetricHeld            = "tenure.lease.held"
 	MetricRenewals        = "tenure.lease.renewals"
-	MetricLosses          = "tenure.lease.losses"
 	MetricHoldDuration    = "tenure.lease.hold.duration"
+
+	// MetricLosses counts every lease that ended lost (lease.ErrLost), by
+	// tenure.lease.loss.cause: the lease's EndInfo.Loss ("deleted",
+	// "taken_over" or "expired"), the same value as the hold span's
+	// "tenure.lease.lost" event. A reason this package does not know (from
+	// a later lease package) is counted under its own value, and a loss
+	// without a reason under "unknown": no loss goes uncounted.
+	MetricLosses = "tenure.lease.losses"
 )
 
 const (
@@ -70,7 +77,21 @@ const (
 	endReleased       = "released"
 	endLost           = "lost"
 	endClosed         = "closed"
+	lossUnknown       = "unknown"
 )
+
+// lossReasons are the reasons package lease gives for a loss; their
+// measurement options are precomputed.
+var lossReasons = []lease.LossReason{lease.LossDeleted, lease.LossTakenOver, lease.LossExpired}
+
+// lossCause is the tenure.lease.loss.cause of a lost lease: its reason, or
+// lossUnknown when it has none.
+func lossCause(r lease.LossReason) string {
+	if r == "" {
+		return lossUnknown
+	}
+	return string(r)
+}
 
 // Option configures New.
 type Option func(*config)
@@ -139,11 +160,11 @@ type Instrumentation struct {
 	holdDuration    metric.Float64Histogram
 
 	// Precomputed measurement options: the hooks build no attribute set.
-	acquired, notAcquired  []metric.RecordOption
-	acquireErr             map[string][]metric.RecordOption // by error.type
-	renewOK, renewFailed   []metric.AddOption
-	lostTakenOver, lostExp []metric.AddOption
-	endOpts                map[string][]metric.RecordOption // by end cause
+	acquired, notAcquired []metric.RecordOption
+	acquireErr            map[string][]metric.RecordOption // by error.type
+	renewOK, renewFailed  []metric.AddOption
+	lostOpts              map[string][]metric.AddOption    // by loss cause
+	endOpts               map[string][]metric.RecordOption // by end cause
 }
 
 // errorTypes are the values of error.type: the lease package's sentinels
@@ -210,7 +231,7 @@ func New(opts ...Option) (*Instrumentation, error) {
 		metric.WithDescription("Automatic renewals, by result; a failed one is retried until the lease's local deadline."))
 	err = errors.Join(err, e)
 	i.losses, e = meter.Int64Counter(MetricLosses, metric.WithUnit("{lease}"),
-		metric.WithDescription("Leases lost, by cause."))
+		metric.WithDescription("Leases lost, every one, by cause."))
 	err = errors.Join(err, e)
 	i.holdDuration, e = meter.Float64Histogram(MetricHoldDuration, metric.WithUnit("s"), long,
 		metric.WithDescription("How long leases were held, from the acquire's result to their end, by how they ended."))
@@ -234,8 +255,11 @@ func New(opts ...Option) (*Instrumentation, error) {
 	i.acquireErr[errorTypeOther] = record(KeyAcquireResult.String(resultError), KeyErrorType.String(errorTypeOther))
 	i.renewOK = add(KeyRenewalResult.String(renewalRenewed))
 	i.renewFailed = add(KeyRenewalResult.String(renewalFailed))
-	i.lostTakenOver = add(KeyLossCause.String(string(lease.LossTakenOver)))
-	i.lostExp = add(KeyLossCause.String(string(lease.LossExpired)))
+	i.lostOpts = map[string][]metric.AddOption{}
+	for _, r := range lossReasons {
+		i.lostOpts[lossCause(r)] = add(KeyLossCause.String(lossCause(r)))
+	}
+	i.lostOpts[lossUnknown] = add(KeyLossCause.String(lossUnknown))
 	i.endOpts = map[string][]metric.RecordOption{}
 	for _, c := range []string{endReleased, endLost, endClosed} {
 		i.endOpts[c] = record(KeyEndCause.String(c))
@@ -350,11 +374,13 @@ func (i *Instrumentation) ended(l *lease.Lease, info lease.EndInfo) {
 	ctx := context.Background()
 	i.held.Add(ctx, -1)
 	i.holdDuration.Record(ctx, info.Held.Seconds(), i.endOpts[endCause(info.Cause)]...)
-	switch info.Loss {
-	case lease.LossTakenOver:
-		i.losses.Add(ctx, 1, i.lostTakenOver...)
-	case lease.LossExpired:
-		i.losses.Add(ctx, 1, i.lostExp...)
+	if endCause(info.Cause) == endLost { // every loss, whatever its reason
+		cause := lossCause(info.Loss)
+		opts, ok := i.lostOpts[cause]
+		if !ok { // a reason added to package lease after this one
+			opts = []metric.AddOption{metric.WithAttributes(KeyLossCause.String(cause))}
+		}
+		i.losses.Add(ctx, 1, opts...)
 	}
 	s := stateOf(l)
 	if s == nil {
@@ -375,8 +401,9 @@ func (i *Instrumentation) ended(l *lease.Lease, info lease.EndInfo) {
 func endHold(h trace.Span, info lease.EndInfo) {
 	cause := endCause(info.Cause)
 	if cause == endLost {
-		h.AddEvent(EventLost, trace.WithAttributes(KeyLossCause.String(string(info.Loss))))
-		h.SetStatus(codes.Error, "lease lost: "+string(info.Loss))
+		loss := lossCause(info.Loss)
+		h.AddEvent(EventLost, trace.WithAttributes(KeyLossCause.String(loss)))
+		h.SetStatus(codes.Error, "lease lost: "+loss)
 	}
 	h.SetAttributes(KeyEndCause.String(cause))
 	h.End()
