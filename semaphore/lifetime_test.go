@@ -36,7 +36,9 @@ func TestSetDiesWithItsLastPermit(t *testing.T) {
 	if err := long.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"tenure:{set}", "tenure:{set}:permits", "tenure:{set}:fence"} {
+	// (The fence counter may live on for the released permit's TTL: it
+	// keeps nobody out, and S5 re-seeds it from the clock when it is gone.)
+	for _, k := range []string{"tenure:{set}", "tenure:{set}:permits"} {
 		if ttl := raw.PTTL(ctx, k).Val(); ttl > short {
 			t.Errorf("%s lives %v after the long permit's release; the latest live permit has at most %v", k, ttl, short)
 		}
