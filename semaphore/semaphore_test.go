@@ -309,7 +309,11 @@ func TestLossByTakeover(t *testing.T) {
 		if !errors.Is(context.Cause(c.l.Context()), lease.ErrLost) {
 			t.Fatalf("%s: cause %v", c.l.Name(), context.Cause(c.l.Context()))
 		}
-		if got, _ := losses.Load(c.l.Name()); got != c.loss {
+		// The context is cancelled before the Ended hook runs (cancellation
+		// must not wait for hooks): wait for the hook too.
+		var got any
+		waitUntil(t, func() bool { got, _ = losses.Load(c.l.Name()); return got != nil })
+		if got != c.loss {
 			t.Errorf("%s: loss %v, want %v", c.l.Name(), got, c.loss)
 		}
 	}

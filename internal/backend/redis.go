@@ -33,6 +33,8 @@ var (
 	permitSrc string
 	//go:embed scripts/renew.lua
 	renewSrc string
+	//go:embed scripts/renew_leases.lua
+	renewLeasesSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
 	//go:embed scripts/abandon.lua
@@ -42,13 +44,14 @@ var (
 	//go:embed scripts/reenter.lua
 	reenterSrc string
 
-	acquireScript = newScript(fenceSrc + queueSrc + acquireSrc)
-	permitScript  = newScript(fenceSrc + queueSrc + permitSrc)
-	renewScript   = newScript(letgoSrc + renewSrc)
-	releaseScript = newScript(letgoSrc + releaseSrc)
-	abandonScript = newScript(letgoSrc + abandonSrc)
-	leaveScript   = newScript(letgoSrc + leaveSrc)
-	reenterScript = newScript(reenterSrc)
+	acquireScript     = newScript(fenceSrc + queueSrc + acquireSrc)
+	permitScript      = newScript(fenceSrc + queueSrc + permitSrc)
+	renewScript       = newScript(letgoSrc + renewSrc)
+	renewLeasesScript = newScript(renewLeasesSrc)
+	releaseScript     = newScript(letgoSrc + releaseSrc)
+	abandonScript     = newScript(letgoSrc + abandonSrc)
+	leaveScript       = newScript(letgoSrc + leaveSrc)
+	reenterScript     = newScript(reenterSrc)
 )
 
 // Layout is the key layout, kept in internal/keys with the name rules so
@@ -73,11 +76,17 @@ type Redis struct {
 
 	// The TTL and the release marker's lifetime, boxed (msArg).
 	ttlArg, freeArg atomic.Pointer[msBox]
+
+	// How renewals of plain leases share renew_leases.lua calls
+	// (renewbatch.go), and whether the server refused that script (older
+	// than Redis 7.0): then every item is renewed with renew.lua.
+	batch   batchMode
+	noBatch atomic.Bool
 }
 
 // NewRedis returns a Redis backend storing keys under prefix.
 func NewRedis(client redis.UniversalClient, prefix string) *Redis {
-	return &Redis{client: client, layout: Layout{Prefix: prefix}}
+	return &Redis{client: client, layout: Layout{Prefix: prefix}, batch: batchModeOf(client)}
 }
 
 // Acquire runs acquire.lua (permit.lua for a permit): one round trip once
@@ -208,11 +217,14 @@ func (r *Redis) Reenter(ctx context.Context, it Item) (int64, error) {
 // Renew runs renew.lua for every item in one pipeline (go-redis splits a
 // Cluster pipeline per node, one round trip each).
 func (r *Redis) Renew(ctx context.Context, items []Item, errs []error) {
-	if r.acks > 0 {
+	switch {
+	case r.acks > 0:
 		r.renewAcked(ctx, items, errs)
-		return
+	case len(items) > 1 && r.batching():
+		r.renewBatched(ctx, items, errs)
+	default:
+		r.pipelined(ctx, renewScript, items, errs, r.renewArgs, renewResult)
 	}
-	r.pipelined(ctx, renewScript, items, errs, r.renewArgs, renewResult)
 }
 
 // renewArgs are renew.lua's keys and arguments for one item.

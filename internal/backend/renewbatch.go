@@ -1,0 +1,187 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// renewBatchMax bounds the leases one renew_leases.lua call renews: Redis
+// runs nothing else while a script runs, so a call of a few hundred leases
+// (well under a millisecond) keeps other clients' latency small, and still
+// pays one script call's overhead for all of them.
+const renewBatchMax = 256
+
+// A renewCall is one command of a renewal pipeline: one renew_leases.lua
+// call for several leases of one node and TTL, or one renew.lua call for
+// one item of any kind.
+type renewCall struct {
+	idx   []int // the items it renews, by index into the Renew call's items
+	batch bool
+	keys  []string
+	args  []any
+	cmd   *redis.Cmd
+}
+
+// batchMode says how a client's leases may share a renew_leases.lua call.
+type batchMode uint8
+
+const (
+	batchNone  batchMode = iota // one renew.lua call per item (a Ring, an unknown client)
+	batchAll                    // one server: any leases (a Client, a Sentinel failover client)
+	batchSlots                  // a Cluster: leases of one slot
+)
+
+func batchModeOf(c redis.UniversalClient) batchMode {
+	switch c.(type) {
+	case *redis.Client:
+		return batchAll
+	case *redis.ClusterClient:
+		return batchSlots
+	}
+	return batchNone
+}
+
+// renewBatched is Renew without replica acknowledgement: plain leases in
+// renew_leases.lua calls of up to renewBatchMax leases that share a node
+// (a slot, in a Cluster) and a TTL, every other item in its own renew.lua
+// call, all in one pipeline (go-redis splits a Cluster's per node).
+func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
+	calls := r.renewCalls(items)
+	r.sendRenewals(ctx, calls)
+	var retry []int // items of batch calls the server could not run
+	for _, c := range calls {
+		if c.batch && batchUnsupported(c.cmd.Err()) {
+			r.noBatch.Store(true)
+			retry = append(retry, c.idx...)
+			continue
+		}
+		c.results(errs)
+	}
+	if len(retry) > 0 {
+		sub := make([]Item, len(retry))
+		subErrs := make([]error, len(retry))
+		for k, i := range retry {
+			sub[k] = items[i]
+		}
+		r.pipelined(ctx, renewScript, sub, subErrs, r.renewArgs, renewResult)
+		for k, i := range retry {
+			errs[i] = subErrs[k]
+		}
+	}
+}
+
+// renewCalls groups items into calls.
+func (r *Redis) renewCalls(items []Item) []*renewCall {
+	type group struct {
+		slot int
+		ttl  time.Duration
+	}
+	open := map[group]*renewCall{}
+	var calls []*renewCall
+	for i, it := range items {
+		if it.Reentrant || it.Permit {
+			keys, argv := r.renewArgs(it)
+			calls = append(calls, &renewCall{idx: []int{i}, keys: keys, args: append([]any(nil), argv.slice()...)})
+			continue
+		}
+		g := group{ttl: it.TTL}
+		if r.batch == batchSlots {
+			g.slot = slot(it.Name)
+		}
+		c := open[g]
+		if c == nil || len(c.idx) == renewBatchMax {
+			c = &renewCall{batch: true, args: []any{msArg(&r.ttlArg, it.TTL)}}
+			open[g] = c
+			calls = append(calls, c)
+		}
+		c.idx = append(c.idx, i)
+		c.keys = append(c.keys, r.layout.Lease(it.Name), r.layout.Fence(it.Name))
+		c.args = append(c.args, it.Token)
+	}
+	return calls
+}
+
+// sendRenewals sends the calls in one pipeline, and once more with EVAL
+// those the server answered NOSCRIPT (after a restart or SCRIPT FLUSH).
+func (r *Redis) sendRenewals(ctx context.Context, calls []*renewCall) {
+	send := func(cs []*renewCall, eval bool) {
+		_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, c := range cs {
+				s := renewScript
+				if c.batch {
+					s = renewLeasesScript
+				}
+				c.cmd = s.command(ctx, eval, c.keys, c.args...)
+				_ = p.Process(ctx, c.cmd)
+			}
+			return nil
+		})
+	}
+	send(calls, false)
+	var missing []*renewCall
+	for _, c := range calls {
+		if err := c.cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		send(missing, true)
+	}
+}
+
+// results writes the call's outcome for each of its items into errs.
+func (c *renewCall) results(errs []error) {
+	if !c.batch {
+		errs[c.idx[0]] = renewResult(c.cmd)
+		return
+	}
+	failed, err := c.cmd.Int64Slice()
+	if err != nil {
+		for _, i := range c.idx {
+			errs[i] = err
+		}
+		return
+	}
+	for _, i := range c.idx {
+		errs[i] = nil
+	}
+	if len(failed)%2 != 0 {
+		err = fmt.Errorf("renew_leases.lua: unexpected reply %v", failed)
+		for _, i := range c.idx {
+			errs[i] = err
+		}
+		return
+	}
+	for k := 0; k < len(failed); k += 2 {
+		n, code := failed[k], failed[k+1]
+		if n < 1 || int(n) > len(c.idx) {
+			errs[c.idx[0]] = fmt.Errorf("renew_leases.lua: unexpected reply %v", failed)
+			continue
+		}
+		errs[c.idx[n-1]] = ErrNotHeld
+		if code == -1 {
+			errs[c.idx[n-1]] = ErrGone
+		}
+	}
+}
+
+// batchUnsupported reports whether a renew_leases.lua call failed because
+// the server cannot run it (PEXPIRE's GT option is Redis 7.0's), rather
+// than for a reason that would fail renew.lua too.
+func batchUnsupported(err error) bool {
+	var reply redis.Error
+	if err == nil || !errors.As(err, &reply) {
+		return false
+	}
+	return !redis.HasErrorPrefix(err, "NOSCRIPT") && !redis.HasErrorPrefix(err, "NOPERM") &&
+		!redis.HasErrorPrefix(err, "OOM") && !redis.HasErrorPrefix(err, "READONLY") &&
+		!redis.HasErrorPrefix(err, "MOVED") && !redis.HasErrorPrefix(err, "ASK") &&
+		!redis.HasErrorPrefix(err, "LOADING") && !redis.HasErrorPrefix(err, "MASTERDOWN")
+}
+
+// batching reports whether renewals may be batched.
+func (r *Redis) batching() bool { return r.batch != batchNone && !r.noBatch.Load() }

@@ -1,0 +1,27 @@
+package backend
+
+import "strings"
+
+// slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
+// tag, or of the whole key when it has none, modulo 16384. The renewal of
+// many leases in one script call groups them by it: a script's keys must
+// share a slot.
+func slot(key string) int {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for k := 0; k < len(key); k++ {
+		crc ^= uint16(key[k]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc & 16383)
+}
