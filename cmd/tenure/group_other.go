@@ -6,21 +6,25 @@ import (
 	"os"
 	"os/exec"
 	"syscall"
+	"time"
 )
 
 // Outside Linux there is no guard: the command is the leader of its own
 // process group, which tenure stops by the lease's deadline and sweeps when
-// the command exits, but nothing stops it if tenure itself is killed.
+// the command exits, but nothing stops it if tenure itself is killed,
+// stopped or starved of CPU; nor does tenure watch the command's stops, or
+// give it the terminal.
 
 // group is a command's running process group.
 type group struct {
-	pgid   int
-	exited <-chan struct{} // closed when the command has exited (and been reaped)
-	reap   func() int      // the command's exit status, once exited is closed
+	pgid    int
+	exited  <-chan struct{} // closed when the command has exited (and been reaped)
+	changed <-chan struct{} // nil: stops are not watched here
+	code    int             // the command's exit status, once exited is closed
 }
 
 // startGroup runs path with argv and env as the leader of a new group.
-func startGroup(path string, argv, env []string) (*group, error) {
+func startGroup(path string, argv, env []string, _ stopTiming, _ time.Time) (*group, error) {
 	c := &exec.Cmd{
 		Path:        path,
 		Args:        argv,
@@ -34,14 +38,39 @@ func startGroup(path string, argv, env []string) (*group, error) {
 		return nil, execFailure(err)
 	}
 	exited := make(chan struct{})
-	var code int
+	g := &group{pgid: c.Process.Pid, exited: exited}
 	go func() {
 		// Reaped here, so the sweep that follows could in theory hit a
 		// new group that reused the pid; without waitid's WNOWAIT in
 		// package syscall there is no portable way to wait unreaped.
 		err := c.Wait()
-		code = exitStatus(c.ProcessState, err)
+		g.code = exitStatus(c.ProcessState, err)
 		close(exited)
 	}()
-	return &group{pgid: c.Process.Pid, exited: exited, reap: func() int { return code }}, nil
+	return g, nil
 }
+
+// tell does nothing: there is no guard to tell the deadline.
+func (g *group) tell(time.Time) int64 { return 0 }
+
+// reached is never asked: there is no guard to make a stop of its own.
+func (g *group) reached(int64) bool { return false }
+
+// term sends the group SIGTERM, and SIGCONT so that a stopped command acts
+// on it.
+func (g *group) term() {
+	g.signal(syscall.SIGTERM)
+	g.signal(syscall.SIGCONT)
+}
+
+// signal sends s to the whole group.
+func (g *group) signal(s syscall.Signal) { _ = syscall.Kill(-g.pgid, s) }
+
+// stoppedBy is always 0: stops are not watched here.
+func (g *group) stoppedBy() syscall.Signal { return 0 }
+
+// guardStopped is always false: there is no guard.
+func (g *group) guardStopped() bool { return false }
+
+// reap returns the command's status once exited is closed.
+func (g *group) reap() int { return g.code }

@@ -56,7 +56,7 @@ func (f *childFlags) check() error {
 // timing returns when, relative to the local deadline, COMMAND is signalled.
 func (f *childFlags) timing() stopTiming {
 	ttl := time.Duration(f.ttl)
-	t := stopTiming{grace: defaultGrace(ttl), killMargin: killMargin(ttl)}
+	t := stopTiming{grace: defaultGrace(ttl), killMargin: killMargin(ttl), stoppedFor: ttl}
 	if f.grace.set {
 		t.grace = f.grace.d
 	}
@@ -130,9 +130,23 @@ func killMargin(ttl time.Duration) time.Duration { return min(ttl/10, 200*time.M
 
 // stopTiming says when a command is stopped: SIGTERM grace before the
 // lease's local deadline (or at once when the lease is lost), SIGKILL
-// killMargin before it.
+// killMargin before it; and SIGKILL when it has stayed stopped (SIGSTOP,
+// SIGTTIN, SIGTTOU) for stoppedFor, the TTL: as long as a dead holder
+// keeps the name.
 type stopTiming struct {
 	grace, killMargin time.Duration
+	stoppedFor        time.Duration
+}
+
+// at returns when, for the local deadline dl, SIGTERM and SIGKILL come
+// due; never SIGTERM after SIGKILL.
+func (t stopTiming) at(dl time.Time) (termAt, killAt time.Time) {
+	killAt = dl.Add(-t.killMargin)
+	termAt = dl.Add(-t.grace)
+	if killAt.Before(termAt) {
+		termAt = killAt
+	}
+	return termAt, killAt
 }
 
 // nameAndCommand splits "NAME -- CMD ARGS..." and validates NAME.
@@ -173,8 +187,11 @@ for it as for a lease, and TENURE_FENCE is the permit's fence. A lease and
 permits of one NAME exclude each other.
 
 COMMAND runs in a process group of its own. Signals sent to tenure (INT, TERM,
-HUP, QUIT, USR1, USR2) are passed to that group. Being in its own process
-group, COMMAND cannot read from the terminal.
+HUP, QUIT, USR1, USR2) are passed to that group. On Linux, when tenure is in
+the foreground of its terminal, it makes COMMAND's group the terminal's
+foreground, as a shell does for a job: COMMAND can read the terminal, and
+Ctrl-C there reaches COMMAND's group directly. tenure takes the terminal back
+when COMMAND exits. Elsewhere COMMAND cannot read from the terminal.
 
 Nothing of the group runs past the lease. Renewals every TTL/3 keep moving the
 lease's local deadline (TTL − TTL/100 − 2ms after a renewal is sent, before
@@ -204,11 +221,26 @@ holds it (default host/pid): it is stored with the lease, and status and list
 show it. -v logs the acquisition, failed renewals, the
 release and the loss; -vv every renewal too.
 
-On Linux, COMMAND runs under a small guard process (tenure itself) that kills
-the whole group when tenure dies in any way, SIGKILL and the OOM killer
-included. On other systems there is no guard: if tenure is killed, COMMAND
-and its group keep running while the lease expires. A process that leaves the
-group (setsid, a daemon) escapes tenure everywhere.
+On Linux, COMMAND runs under a small guard process (tenure itself) that leads
+its group. tenure tells the guard the lease's local deadline after every
+renewal, and the guard stops the group by the last deadline it was told, on
+the same timing (SIGTERM --grace before it, SIGKILL min(TTL/10, 200ms) before
+it), whatever becomes of tenure: running, stopped (SIGSTOP), starved of CPU
+or dead. When tenure dies in any way, SIGKILL and the OOM killer included, the
+guard kills the group at once; when COMMAND exits, it kills what COMMAND left
+in the group. On other systems there is no guard: if tenure is killed or
+stopped, COMMAND and its group keep running while the lease expires. A
+process that leaves the group (setsid, a daemon) escapes tenure everywhere.
+
+Job control. A stopped tenure cannot renew its lease, so tenure does not stop:
+SIGTSTP (Ctrl-Z) sent to it is ignored, with a line on stderr. On Linux tenure
+also watches COMMAND itself (not its children). COMMAND stopped by SIGTSTP
+(Ctrl-Z at the terminal reaches COMMAND's group) is continued at once
+(SIGCONT), with a line on stderr. COMMAND stopped in any other way (SIGSTOP,
+or SIGTTIN/SIGTTOU for using the terminal from the background) is reported on
+stderr; if it is not continued within --ttl, tenure kills its group (SIGKILL),
+releases the lease and exits with status 137: a stopped command keeps NAME no
+longer than a dead holder would.
 
 ` + exitStatuses,
 		Example: `  # one nightly report at a time, across every host that runs this
@@ -268,33 +300,56 @@ const maxReleaseWait = 2 * time.Second
 func releaseBound(ttl time.Duration) time.Duration { return min(ttl, maxReleaseWait) }
 
 // sigRouter receives tenure's signals: it forwards them to the command's
-// process group while one runs, and otherwise cancels the wait.
+// process group while one runs, and otherwise cancels the wait. SIGTSTP
+// (Ctrl-Z) it refuses, saying so: a stopped tenure could not renew its
+// lease.
 type sigRouter struct {
-	ch     chan os.Signal
-	mu     sync.Mutex
-	pgid   int
-	got    os.Signal
-	cancel context.CancelFunc
-	done   chan struct{}
+	ch      chan os.Signal
+	mu      sync.Mutex
+	pgid    int
+	got     os.Signal
+	cancel  context.CancelFunc
+	done    chan struct{}
+	refused chan struct{} // pokes the goroutine that says SIGTSTP was ignored
 }
 
-func newSigRouter(cancel context.CancelFunc) *sigRouter {
-	r := &sigRouter{ch: make(chan os.Signal, 8), cancel: cancel, done: make(chan struct{})}
+func newSigRouter(cancel context.CancelFunc, stderr io.Writer) *sigRouter {
+	r := &sigRouter{ch: make(chan os.Signal, 8), cancel: cancel, done: make(chan struct{}), refused: make(chan struct{}, 1)}
 	signal.Notify(r.ch, forwarded...)
+	signal.Notify(r.ch, syscall.SIGTSTP)
+	// A goroutine of its own: a stderr that blocks must not hold up the
+	// signals that follow.
+	go func() {
+		for range r.refused {
+			fmt.Fprintln(stderr, "tenure: SIGTSTP (Ctrl-Z) ignored: tenure does not stop, since a stopped tenure could not renew its lease")
+		}
+	}()
 	go func() {
 		defer close(r.done)
 		for s := range r.ch {
-			r.mu.Lock()
-			if r.pgid > 0 {
-				_ = syscall.Kill(-r.pgid, s.(syscall.Signal))
-			} else if r.got == nil {
-				r.got = s
-				r.cancel()
+			if s == syscall.SIGTSTP {
+				select {
+				case r.refused <- struct{}{}:
+				default:
+				}
+				continue
 			}
-			r.mu.Unlock()
+			r.route(s)
 		}
 	}()
 	return r
+}
+
+// route forwards s to the command's group, or cancels the wait.
+func (r *sigRouter) route(s os.Signal) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pgid > 0 {
+		_ = syscall.Kill(-r.pgid, s.(syscall.Signal))
+	} else if r.got == nil {
+		r.got = s
+		r.cancel()
+	}
 }
 
 func (r *sigRouter) setChild(pgid int) {
@@ -314,6 +369,7 @@ func (r *sigRouter) stop() {
 	signal.Stop(r.ch)
 	close(r.ch)
 	<-r.done
+	close(r.refused)
 }
 
 // signalStatus is 128+N for signal N.
@@ -331,7 +387,7 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	permits int, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := newSigRouter(cancel)
+	sigs := newSigRouter(cancel, stderr)
 	defer sigs.stop()
 
 	client, err := g.connect(ctx)
@@ -398,7 +454,7 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 
 	env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
 	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", held, w.why(l, cause)) }
-	code, lost, err := supervise(argv, env, sigs, l.Context(), l.Deadline, f.timing(), describe, stderr)
+	code, lost, err := supervise(argv, env, sigs, hold{l.Context(), l.Deadline, w.renewals(), describe}, f.timing(), stderr)
 	rerr := release(l, releaseTimeout)
 	answered := w.releaseAnswered()
 	if !answered {
@@ -445,110 +501,6 @@ func reportUnanswered(stderr io.Writer, name string, timeout, ttl time.Duration)
 		"whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n", name, timeout, ttl)
 }
 
-// errNearDeadline is the cause of a stop that tenure started because no
-// renewal had moved the lease's local deadline out of --grace's reach.
-var errNearDeadline = errors.New("Redis did not confirm a renewal in time (unreachable, slow or paused)")
-
-// supervise runs argv in a process group of its own, passes tenure's
-// signals to it, and stops it by the lease's local deadline, which
-// deadline returns (renewals move it forward): SIGTERM to the group at
-// (deadline − grace), or at once when ctx ends (the lease was lost), and
-// SIGKILL at (deadline − killMargin), so that nothing of the group runs at
-// the deadline, after which another holder may get the name. It returns
-// the command's exit status (128+N when killed by signal N) and, when
-// tenure stopped the command, why: ctx's cause, or errNearDeadline.
-// describe turns ctx's cause into the notice printed when ctx ends.
-func supervise(argv, env []string, sigs *sigRouter, ctx context.Context, deadline func() time.Time, t stopTiming,
-	describe func(cause error) string, stderr io.Writer) (code int, lost error, err error) {
-	c := exec.Command(argv[0], argv[1:]...)
-	if c.Err != nil {
-		return 0, nil, execFailure(c.Err)
-	}
-	p, err := startGroup(c.Path, argv, env)
-	if err != nil {
-		return 0, nil, err
-	}
-	sigs.setChild(p.pgid)
-	defer sigs.setChild(0)
-
-	// The notice goes out from a goroutine of its own: a stderr that
-	// blocks (a pipe nobody reads) must not hold back the SIGKILL; nor
-	// must working out the notice's words (describe may wait a moment for
-	// the lease's report of why it was lost).
-	notice := make(chan func() string, 1)
-	wrote := make(chan struct{})
-	go func() {
-		defer close(wrote)
-		for s := range notice {
-			fmt.Fprintln(stderr, s())
-		}
-	}()
-	defer func() {
-		close(notice)
-		<-wrote
-	}()
-	var termed, killed bool
-	term := func(why func() string, dl time.Time) {
-		termed = true
-		_ = syscall.Kill(-p.pgid, syscall.SIGTERM)
-		in := max(0, time.Until(dl.Add(-t.killMargin))).Round(time.Millisecond)
-		notice <- func() string {
-			return fmt.Sprintf("tenure: %s; sent SIGTERM to the command, SIGKILL in %v", why(), in)
-		}
-	}
-	timer := time.NewTimer(time.Hour)
-	defer timer.Stop()
-	ended := ctx.Done()
-	for {
-		// Re-read the deadline on every turn: each renewal moves it, and
-		// with it both signals, forward.
-		dl := deadline()
-		killAt := dl.Add(-t.killMargin)
-		termAt := dl.Add(-t.grace)
-		if killAt.Before(termAt) {
-			termAt = killAt
-		}
-		now := time.Now()
-		if !termed && !now.Before(termAt) {
-			lost = errNearDeadline
-			left := dl.Sub(now).Round(time.Millisecond)
-			term(func() string {
-				return fmt.Sprintf("Redis has not confirmed a renewal of the lease in time (unreachable, slow or paused), "+
-					"and its local deadline is in %v", left)
-			}, dl)
-		}
-		if !killed && !now.Before(killAt) {
-			killed = true
-			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-		}
-		var wake <-chan time.Time
-		if !killed {
-			next := killAt
-			if !termed {
-				next = termAt
-			}
-			timer.Reset(next.Sub(now))
-			wake = timer.C
-		}
-		select {
-		case <-p.exited:
-			// Whatever the command left in its group (a background job)
-			// must not outlive the lease, which is released next.
-			_ = syscall.Kill(-p.pgid, syscall.SIGKILL)
-			sigs.setChild(0)
-			return p.reap(), lost, nil
-		case <-ended:
-			ended = nil
-			lost = context.Cause(ctx)
-			if !termed {
-				cause := lost
-				term(func() string { return describe(cause) }, deadline())
-			}
-		case <-wake:
-		}
-	}
-}
-
 // execFailure is the exit status and message for a command that could not
 // be started.
 func execFailure(err error) *exitErr {
@@ -593,7 +545,9 @@ deadline as in "tenure run" (SIGTERM --grace before it, SIGKILL just before
 it, with the same default and limit for --grace), and at once when leadership
 is lost; tenure then exits with status 77, and a supervisor restarting it makes
 it a candidate again. As with "tenure run", what COMMAND leaves in its group is
-killed when it exits, and on Linux a guard kills the group if tenure dies.
+killed when it exits; on Linux a guard stops the group by the last deadline
+tenure told it, or at once if tenure dies; and the terminal, SIGTSTP (Ctrl-Z)
+and a stopped COMMAND are handled as "tenure run --help" tells.
 Signals are passed to COMMAND while it runs; before that they end the campaign.
 A loss of leadership is reported on stderr with its reason, as in "tenure run".
 
@@ -670,7 +624,7 @@ func observeArgs(cmd *cobra.Command, args []string) (string, error) {
 func runElected(g *globals, name, identity string, argv []string, f childFlags, releaseTimeout time.Duration, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := newSigRouter(cancel)
+	sigs := newSigRouter(cancel, stderr)
 	defer sigs.stop()
 
 	client, err := g.connect(ctx)
@@ -714,7 +668,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 			describe := func(cause error) string {
 				return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, rec.Fence, w.why(l, cause))
 			}
-			code, lost, err := supervise(argv, env, sigs, lctx, l.Deadline, f.timing(), describe, stderr)
+			code, lost, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe}, f.timing(), stderr)
 			switch {
 			case err != nil:
 				result = err

@@ -122,7 +122,14 @@ type leaseWatch struct {
 	// unknown (a timeout, a dropped connection): the election releases
 	// on its own, and this is how tenure hears of it.
 	unanswered bool
+
+	// renewed pokes (1-buffered, never blocking) after each successful
+	// renewal: supervise then tells the guard the new deadline.
+	renewed chan struct{}
 }
+
+// renewals pokes after successful renewals, many coalesced into one.
+func (w *leaseWatch) renewals() <-chan struct{} { return w.renewed }
 
 // unanswered reports whether a release's error leaves its outcome
 // unknown: Redis did not answer in time.
@@ -146,7 +153,7 @@ type leaseEnd struct {
 }
 
 func newLeaseWatch(log *slog.Logger, ttl time.Duration) *leaseWatch {
-	return &leaseWatch{log: log, ttl: ttl, ends: map[*lease.Lease]*leaseEnd{}}
+	return &leaseWatch{log: log, ttl: ttl, ends: map[*lease.Lease]*leaseEnd{}, renewed: make(chan struct{}, 1)}
 }
 
 func (w *leaseWatch) end(l *lease.Lease) *leaseEnd {
@@ -178,6 +185,10 @@ func (w *leaseWatch) hooks() lease.Hooks {
 				w.log.Warn("renewal failed; retrying until the local deadline", "name", l.Name(), "fence", l.Fence(),
 					"deadline_in", left, "error", err)
 				return
+			}
+			select {
+			case w.renewed <- struct{}{}:
+			default:
 			}
 			w.log.Debug("renewed", "name", l.Name(), "fence", l.Fence(), "deadline_in", left)
 		},
