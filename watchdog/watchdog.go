@@ -31,6 +31,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -135,9 +136,13 @@ type Watchdog[I any] struct {
 
 	mu     sync.Mutex
 	queue  entryHeap[I]
-	ready  []*Entry[I] // due for renewal, waiting for a worker
-	armed  int64       // when the scheduler will next look, nanoseconds since base
+	ready  readyHeap[I] // due for renewal, waiting for a worker: nearest loss first
+	armed  int64        // when the scheduler will next look, nanoseconds since base
 	closed bool
+
+	// behind is set while a lease due for renewal waits unsent with less
+	// than its renewal interval left before it is lost (see Behind).
+	behind atomic.Bool
 
 	kick   chan struct{} // wakes the scheduler: the earliest event moved
 	work   chan struct{} // wakes a worker: ready is not empty
@@ -458,11 +463,34 @@ func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
 		due = true
 		heap.Pop(&w.queue)
 		e.state = inflight
-		w.ready = append(w.ready, e)
+		heap.Push(&w.ready, e)
 		heap.Push(&w.queue, e) // keyed by its deadline while in flight
 	}
+	w.checkBehind(now)
 	return lost
 }
+
+// checkBehind, under w.mu, sets behind from the most urgent lease waiting
+// for a worker.
+func (w *Watchdog[I]) checkBehind(now int64) {
+	late := false
+	if len(w.ready) > 0 {
+		e := w.ready[0]
+		late = e.lossAt-now < int64(e.interval)
+	}
+	if w.behind.Load() != late {
+		w.behind.Store(late)
+	}
+}
+
+// Behind reports whether the watchdog is falling behind with its
+// renewals: a lease due for renewal has waited, unsent, until less than
+// one renewal interval is left before it is lost, because every worker is
+// busy with earlier batches (the server, or the network to it, cannot keep
+// up). Leases already held should then come first: a caller may refuse
+// new leases while it lasts, rather than add renewals that would push held
+// leases past their deadlines. It takes no lock.
+func (w *Watchdog[I]) Behind() bool { return w.behind.Load() }
 
 // sleep waits for wait to pass or a kick; it reports false when the
 // watchdog is closing.
@@ -520,10 +548,12 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 	// The request is abandoned, and the batch retried, at the earliest
 	// of its leases' deadlines or half their interval: waiting longer
 	// cannot save the lease, and a fresh attempt may find a server that
-	// came back.
+	// came back. When more are ready than a batch holds, the nearest
+	// losses go first.
 	now := w.now()
 	b.limit = never
-	for _, e := range w.ready[:n] {
+	for range n {
+		e := heap.Pop(&w.ready).(*Entry[I])
 		if e.state != inflight {
 			continue // released or lost while it waited for a worker
 		}
@@ -531,8 +561,7 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 		b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
 		b.limit = min(b.limit, e.lossAt, now+int64(e.interval/2))
 	}
-	clear(w.ready[:n])
-	w.ready = w.ready[n:]
+	w.checkBehind(now)
 	more := len(w.ready) > 0
 	w.mu.Unlock()
 	if more {
@@ -606,6 +635,24 @@ func (w *Watchdog[I]) retryDelay(e *Entry[I]) time.Duration {
 		d = max(c, time.Millisecond)
 	}
 	return d/2 + rand.N(d/2+1)
+}
+
+// readyHeap orders the entries waiting for a worker by when they would be
+// lost, earliest first. It keeps no index: an entry leaves it only by Pop
+// (one removed meanwhile is skipped then).
+type readyHeap[I any] []*Entry[I]
+
+func (h readyHeap[I]) Len() int           { return len(h) }
+func (h readyHeap[I]) Less(i, j int) bool { return h[i].lossAt < h[j].lossAt }
+func (h readyHeap[I]) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *readyHeap[I]) Push(x any)        { *h = append(*h, x.(*Entry[I])) }
+func (h *readyHeap[I]) Pop() any {
+	old := *h
+	n := len(old)
+	e := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	return e
 }
 
 // entryHeap orders entries by key, earliest first.
