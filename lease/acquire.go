@@ -105,6 +105,9 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 
 // tryOnce is TryAcquire's single attempt.
 func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireConfig, attempts *int) (*Lease, error) {
+	if m.wd.Behind() {
+		return nil, overloaded(req.Name, nil)
+	}
 	*attempts++
 	req.Token = m.token()
 	l, res, err := m.try(ctx, req, a)
@@ -134,6 +137,12 @@ func (w *wait) run(ctx context.Context) (*Lease, error) {
 		return nil, err
 	}
 	for {
+		if w.m.wd.Behind() {
+			if err := w.waitForCapacity(ctx); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		l, res, err := w.attempt(ctx)
 		switch {
 		case err != nil:
@@ -325,6 +334,43 @@ func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 		return ErrClosed
 	}
 	return nil
+}
+
+// waitForCapacity pauses a wait while the watchdog is behind with its
+// renewals (ErrOverloaded), for one step of the backoff policy.
+func (w *wait) waitForCapacity(ctx context.Context) error {
+	if w.policy == nil {
+		w.policy = w.a.newBackOff()
+	}
+	step := w.policy.NextBackOff()
+	if step == backoff.Stop {
+		return overloaded(w.req.Name, errBackOffStop)
+	}
+	if w.timer == nil {
+		w.timer = time.NewTimer(step)
+	} else {
+		w.timer.Reset(step)
+	}
+	select {
+	case <-w.timer.C:
+	case <-ctx.Done():
+		w.timer.Stop()
+		return overloaded(w.req.Name, ctxError(ctx))
+	case <-w.m.closing:
+		w.timer.Stop()
+		return ErrClosed
+	}
+	return nil
+}
+
+// overloaded is the error of an acquire refused, or a wait ended (why),
+// while the watchdog was behind: it matches ErrNotAcquired and
+// ErrOverloaded.
+func overloaded(name string, why error) error {
+	if why == nil {
+		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, bare(ErrOverloaded))
+	}
+	return fmt.Errorf("%w: %q: %w: %w", ErrNotAcquired, name, bare(ErrOverloaded), why)
 }
 
 // handOver reports whether l may still be handed to the caller: its local

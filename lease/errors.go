@@ -35,6 +35,14 @@ var (
 	ErrInvalidName = errors.New("lease: invalid name")
 	// ErrInvalidOption: an option's value is out of range.
 	ErrInvalidOption = errors.New("lease: invalid option")
+	// ErrOverloaded: no lease was acquired because the manager is behind
+	// with the renewals of the leases it holds (the server, or the network
+	// to it, cannot keep up): held leases come first, and a new one would
+	// only add renewals that push them past their deadlines. TryAcquire
+	// returns it at once; Acquire waits while it lasts, by its backoff
+	// policy, and returns it if the wait ends first. The error matches
+	// ErrNotAcquired too.
+	ErrOverloaded = errors.New("lease: overloaded: renewals of held leases are behind")
 )
 
 // errFoundGone is the reason logged for a lease whose release found it

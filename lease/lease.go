@@ -325,18 +325,23 @@ func (l *Lease) end(cause error) bool {
 	if m.cfg.hooks.Ended != nil {
 		info := EndInfo{Cause: cause, Held: time.Since(l.acquired)}
 		if cause == ErrLost {
-			switch {
-			case errors.Is(reason, backend.ErrGone):
-				info.Loss = LossDeleted
-			case errors.Is(reason, watchdog.ErrTakenOver):
-				info.Loss = LossTakenOver
-			default:
-				info.Loss = LossExpired
-			}
+			info.Loss = lossReason(reason)
 		}
 		m.cfg.hooks.Ended(l, info)
 	}
 	return true
+}
+
+// lossReason classifies the reason a lease was lost: its key deleted, taken
+// over, or its deadline passed with no renewal confirmed.
+func lossReason(reason error) LossReason {
+	switch {
+	case errors.Is(reason, backend.ErrGone):
+		return LossDeleted
+	case errors.Is(reason, watchdog.ErrTakenOver):
+		return LossTakenOver
+	}
+	return LossExpired
 }
 
 // lostTo reports whether the watchdog lost the lease for reason.

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -124,31 +125,91 @@ func (m *Manager) reportLoss(l *Lease, reason error) {
 	}
 }
 
-// report is the goroutine that logs losses until Close.
+// lossWindow is how long report gathers losses into one log line: a burst
+// of losses (an outage, an overloaded server) is a line a second, not a
+// line a lease.
+const lossWindow = time.Second
+
+// lossNames is how many names a summary line of losses gives.
+const lossNames = 5
+
+// report is the goroutine that logs losses until Close: a loss alone in
+// its window on a line of its own, with its name, fence and cause; several
+// as one summary.
 func (m *Manager) report() {
 	defer close(m.reported)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
 		select {
 		case r := <-m.losses:
-			m.logLoss(r)
+			timer.Reset(lossWindow)
+			m.logLosses(m.gather(r, timer.C))
 		case <-m.stopReport:
-			for {
-				select {
-				case r := <-m.losses:
-					m.logLoss(r)
-				default:
-					return
-				}
+			if batch := m.drain(nil); len(batch) > 0 || m.unreported.Load() > 0 {
+				m.logLosses(batch)
 			}
+			return
 		}
 	}
 }
 
-func (m *Manager) logLoss(r lossReport) {
-	m.cfg.logger.WarnContext(r.ctx, "tenure: lease lost", "name", r.name, "fence", r.fence, "cause", r.reason)
-	if n := m.unreported.Swap(0); n > 0 {
-		m.cfg.logger.Warn("tenure: more leases lost than could be logged", "unlogged", n)
+// gather returns first and the losses reported until window fires or the
+// manager closes.
+func (m *Manager) gather(first lossReport, window <-chan time.Time) []lossReport {
+	batch := []lossReport{first}
+	for {
+		select {
+		case r := <-m.losses:
+			batch = append(batch, r)
+		case <-window:
+			return batch
+		case <-m.stopReport:
+			return m.drain(batch)
+		}
 	}
+}
+
+// drain appends the losses queued now to batch.
+func (m *Manager) drain(batch []lossReport) []lossReport {
+	for {
+		select {
+		case r := <-m.losses:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+}
+
+// logLosses logs a window's losses: one on its own line, several (or any
+// that the queue could not hold) on one summary line, with the count by
+// reason and the first names.
+func (m *Manager) logLosses(batch []lossReport) {
+	unlogged := m.unreported.Swap(0)
+	if len(batch) == 1 && unlogged == 0 {
+		r := batch[0]
+		m.cfg.logger.WarnContext(r.ctx, "tenure: lease lost", "name", r.name, "fence", r.fence, "cause", r.reason)
+		return
+	}
+	var expired, takenOver, deleted int
+	names := make([]string, 0, lossNames)
+	for _, r := range batch {
+		switch lossReason(r.reason) {
+		case LossDeleted:
+			deleted++
+		case LossTakenOver:
+			takenOver++
+		default:
+			expired++
+		}
+		if len(names) < lossNames {
+			names = append(names, r.name)
+		}
+	}
+	m.cfg.logger.Warn("tenure: leases lost", "count", int64(len(batch))+unlogged, "window", lossWindow,
+		"expired", expired, "taken_over", takenOver, "deleted", deleted, "unclassified", unlogged, "first", names)
 }
 
 // Do acquires name (waiting as Acquire does), runs fn under the lease and

@@ -163,7 +163,8 @@ func (h slowHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h slowHandler) WithGroup(string) slog.Handler      { return h }
 
 // Many leases lost at one deadline are all cancelled at it, however slow
-// the logger; every loss is logged, after.
+// the logger; the losses are logged after, as one summary line (a burst of
+// losses is a line, not a line a lease).
 func TestSyncSlowLoggerNeverDelaysCancellation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := backend.NewFake()
@@ -193,17 +194,69 @@ func TestSyncSlowLoggerNeverDelaysCancellation(t *testing.T) {
 		_ = m.Close()
 		mu.Lock()
 		defer mu.Unlock()
-		if len(records) != n {
-			t.Fatalf("%d loss records, want %d", len(records), n)
+		if len(records) != 1 {
+			t.Fatalf("%d loss records, want 1", len(records))
 		}
 		r := records[0]
-		if r.Level != slog.LevelWarn || r.Message != "tenure: lease lost" {
+		if r.Level != slog.LevelWarn || r.Message != "tenure: leases lost" {
 			t.Fatalf("record %v %q", r.Level, r.Message)
 		}
 		attrs := map[string]string{}
 		r.Attrs(func(a slog.Attr) bool { attrs[a.Key] = a.Value.String(); return true })
-		if attrs["name"] == "" || attrs["fence"] == "" || attrs["cause"] == "" {
-			t.Fatalf("attrs %v: want name, fence and cause", attrs)
+		if attrs["count"] != fmt.Sprint(n) || attrs["expired"] != fmt.Sprint(n) || attrs["first"] == "" {
+			t.Fatalf("attrs %v: want count and expired %d, and the first names", attrs, n)
+		}
+	})
+}
+
+// Held leases come first: while the watchdog is behind with their
+// renewals (more are due than its workers can send, and one waits within
+// a renewal interval of its loss), new leases are refused with
+// ErrOverloaded instead of adding renewals; once it has caught up they are
+// granted again.
+func TestSyncOverloadRefusesNewLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		m := fakeManager(t, fake, WithTTL(3*time.Second))
+		ctx := context.Background()
+		// Four workers of 1000 renewals each: 5000 due at once leave 1000
+		// waiting.
+		for i := range 5000 {
+			if _, err := m.TryAcquire(ctx, fmt.Sprint("held-", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fake.SetHang(true) // the server stops answering renewals
+		time.Sleep(1500 * time.Millisecond)
+		// Sent (and left unanswered, as everything now), not refused.
+		ectx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		_, err := m.TryAcquire(ectx, "early")
+		cancel()
+		if errors.Is(err, ErrOverloaded) || fake.Calls("acquire") != 5001 {
+			t.Fatalf("refused with every waiting renewal more than an interval from its loss: %v", err)
+		}
+		// Unanswered batches are given up every half interval and sent
+		// again; between those moments 1000 wait, within 1s of their loss.
+		time.Sleep(700 * time.Millisecond)
+		nctx, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+		_, err = m.TryAcquire(nctx, "new")
+		cancel()
+		if !errors.Is(err, ErrOverloaded) || !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("TryAcquire while behind: %v, want ErrOverloaded and ErrNotAcquired", err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		_, err = m.Acquire(wctx, "new")
+		cancel()
+		if !errors.Is(err, ErrOverloaded) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire while behind: %v, want ErrOverloaded and the context's error", err)
+		}
+		if _, _, ok := fake.Holder("new"); ok {
+			t.Fatal("a refused acquire reached the server")
+		}
+		fake.SetHang(false)
+		time.Sleep(3 * time.Second) // every held lease is lost by now; nothing waits
+		if _, err := m.TryAcquire(ctx, "new"); err != nil {
+			t.Fatalf("after catching up: %v", err)
 		}
 	})
 }

@@ -140,9 +140,10 @@ type Watchdog[I any] struct {
 	armed  int64        // when the scheduler will next look, nanoseconds since base
 	closed bool
 
-	// behind is set while a lease due for renewal waits unsent with less
-	// than its renewal interval left before it is lost (see Behind).
-	behind atomic.Bool
+	// behindAt is when the most urgent lease waiting for a worker comes
+	// within its renewal interval of being lost (see Behind); never when
+	// none waits. Nanoseconds since base.
+	behindAt atomic.Int64
 
 	kick   chan struct{} // wakes the scheduler: the earliest event moved
 	work   chan struct{} // wakes a worker: ready is not empty
@@ -207,6 +208,7 @@ func New[I any](r Renewer[I], cfg Config) *Watchdog[I] {
 		ctx:     ctx,
 		cancel:  cancel,
 	}
+	w.behindAt.Store(never)
 	w.wg.Add(1 + cfg.Workers)
 	go w.schedule()
 	for range cfg.Workers {
@@ -466,20 +468,20 @@ func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
 		heap.Push(&w.ready, e)
 		heap.Push(&w.queue, e) // keyed by its deadline while in flight
 	}
-	w.checkBehind(now)
+	w.checkBehind()
 	return lost
 }
 
-// checkBehind, under w.mu, sets behind from the most urgent lease waiting
-// for a worker.
-func (w *Watchdog[I]) checkBehind(now int64) {
-	late := false
+// checkBehind, under w.mu, sets behindAt from the most urgent lease
+// waiting for a worker.
+func (w *Watchdog[I]) checkBehind() {
+	at := int64(never)
 	if len(w.ready) > 0 {
 		e := w.ready[0]
-		late = e.lossAt-now < int64(e.interval)
+		at = e.lossAt - int64(e.interval)
 	}
-	if w.behind.Load() != late {
-		w.behind.Store(late)
+	if w.behindAt.Load() != at {
+		w.behindAt.Store(at)
 	}
 }
 
@@ -490,7 +492,10 @@ func (w *Watchdog[I]) checkBehind(now int64) {
 // up). Leases already held should then come first: a caller may refuse
 // new leases while it lasts, rather than add renewals that would push held
 // leases past their deadlines. It takes no lock.
-func (w *Watchdog[I]) Behind() bool { return w.behind.Load() }
+func (w *Watchdog[I]) Behind() bool {
+	at := w.behindAt.Load()
+	return at != never && w.now() >= at
+}
 
 // sleep waits for wait to pass or a kick; it reports false when the
 // watchdog is closing.
@@ -561,7 +566,7 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 		b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
 		b.limit = min(b.limit, e.lossAt, now+int64(e.interval/2))
 	}
-	w.checkBehind(now)
+	w.checkBehind()
 	more := len(w.ready) > 0
 	w.mu.Unlock()
 	if more {

@@ -1,0 +1,101 @@
+package watchdog_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/tenure-go/tenure/watchdog"
+)
+
+// gate is a Renewer whose every call waits until the test lets it go, and
+// which records the order in which items were sent.
+type gate struct {
+	mu   sync.Mutex
+	sent []string
+	open chan struct{}
+}
+
+func (g *gate) Renew(ctx context.Context, batch []watchdog.Renewal[string], errs []error) {
+	g.mu.Lock()
+	for _, b := range batch {
+		g.sent = append(g.sent, b.Item)
+	}
+	g.mu.Unlock()
+	select {
+	case <-g.open:
+	case <-ctx.Done():
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+	}
+}
+
+func (g *gate) order() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return append([]string(nil), g.sent...)
+}
+
+// When more renewals are due than the workers can send, the leases nearest
+// their loss go first, whatever order they fell due in; and the watchdog
+// says it is behind once one of them waits, unsent, within a renewal
+// interval of its loss. The server never answers here: each call gives up
+// after half an interval.
+func TestBehindRenewsNearestLossFirst(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		g := &gate{open: make(chan struct{})}
+		w := watchdog.New[string](g, watchdog.Config{Drift: drift, Workers: 1, BatchSize: 1})
+		defer w.Close()
+		now := time.Now()
+		// All fall due at 1s; added farthest loss first.
+		names := []string{"ttl20s", "ttl10s"}
+		ttls := []time.Duration{20 * time.Second, 10 * time.Second}
+		for i := range 7 {
+			names, ttls = append(names, fmt.Sprint("ttl5s-", i)), append(ttls, 5*time.Second)
+		}
+		names, ttls = append(names, "ttl3s"), append(ttls, 3*time.Second)
+		for i, name := range names {
+			if _, err := w.Add(name, ttls[i], now, time.Second, true, watchdog.LostFunc(func(error) {})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if got := g.order(); len(got) != 1 || got[0] != "ttl3s" {
+			t.Fatalf("sent first %v, want [ttl3s]", got)
+		}
+		if w.Behind() {
+			t.Fatal("behind with every waiting lease more than an interval from its loss")
+		}
+		// The 5s leases are lost at about 4.9s: within their 1s interval
+		// from 3.9s, and one call in half a second cannot send them all.
+		time.Sleep(3 * time.Second)
+		if !w.Behind() {
+			t.Fatalf("not behind with 5s leases waiting within an interval of their loss (sent %v)", g.order())
+		}
+		time.Sleep(20 * time.Second)
+		close(g.open)
+		synctest.Wait()
+		// Each lease's first renewal, in order: the nearest loss first.
+		first := map[string]int{}
+		for i, name := range g.order() {
+			if _, ok := first[name]; !ok {
+				first[name] = i
+			}
+		}
+		last5 := 0
+		for i := range 7 {
+			last5 = max(last5, first[fmt.Sprint("ttl5s-", i)])
+		}
+		if !(first["ttl3s"] < last5 && last5 < first["ttl10s"] && first["ttl10s"] < first["ttl20s"]) {
+			t.Fatalf("first sent in the order %v, want ttl3s, the 5s leases, ttl10s, ttl20s", g.order())
+		}
+		if w.Behind() {
+			t.Fatal("still behind with nothing waiting")
+		}
+	})
+}
