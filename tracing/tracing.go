@@ -178,6 +178,7 @@ var errorTypes = []struct {
 	{lease.ErrInvalidOption, "invalid_option"},
 	{lease.ErrNotHeld, "not_held"},
 	{lease.ErrLost, "lost"},
+	{lease.ErrOverloaded, "overloaded"},
 	{lease.ErrNotAcquired, "not_acquired"},
 	{context.DeadlineExceeded, "timeout"},
 	{context.Canceled, "canceled"},
@@ -319,7 +320,7 @@ func (i *Instrumentation) acquireDone(ctx context.Context, info lease.AcquireInf
 	switch {
 	case info.Err == nil && info.Lease != nil:
 		span.SetAttributes(KeyAcquireResult.String(resultAcquired), KeyFence.Int64(info.Lease.Fence()))
-	case errors.Is(info.Err, lease.ErrNotAcquired):
+	case errors.Is(info.Err, lease.ErrNotAcquired) && !errors.Is(info.Err, lease.ErrOverloaded):
 		opts = i.notAcquired
 		span.SetAttributes(KeyAcquireResult.String(resultNotAcquired))
 	default:
