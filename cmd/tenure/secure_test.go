@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/internal/redistest"
 )
 
@@ -200,6 +202,18 @@ func TestACLUserCLI(t *testing.T) {
 			t.Errorf("%v: status %d: %s", args, code, e)
 		}
 		stderr += e
+	}
+	// A database above 0 (SELECT on every connection): the rule allows it.
+	db2 := strings.Replace(userURL(srv, u.Name), "@", ":"+u.Password+"@", 1) + "/2"
+	code, _, e := result(t, on([]string{"REDIS_URL=" + db2}, "run", "acl-db2", "--", "true"))
+	if code != 0 {
+		t.Errorf("run in database 2: status %d: %s", code, e)
+	}
+	stderr += e
+	admin2 := redis.NewClient(&redis.Options{Addr: srv.Addr(), DB: 2})
+	defer admin2.Close()
+	if n := admin2.Exists(ctx, "tenure:{acl-db2}:fence").Val(); n != 1 {
+		t.Error("run in database 2 left no fence counter there")
 	}
 	cmds := mon.Stop(t)
 	if log := srv.ACLLog(t); len(log) > 0 {
