@@ -51,9 +51,9 @@ func runHold(ctx context.Context, cfg runConfig, srv *redistest.Server) ([]holdR
 	defer admin.Close()
 	var out []holdResult
 	for i, hc := range cfg.holds {
-		order := []string{"tenure", "redislock-refresh"}
-		if i%2 == 1 {
-			order[0], order[1] = order[1], order[0]
+		order := []string{"tenure", "tenure-per-item", "redislock-refresh"}
+		for range i % 3 {
+			order = append(order[1:], order[0])
 		}
 		for _, name := range order {
 			if err := admin.FlushAll(ctx).Err(); err != nil {
@@ -64,8 +64,8 @@ func runHold(ctx context.Context, cfg runConfig, srv *redistest.Server) ([]holdR
 				r   holdResult
 				err error
 			)
-			if name == "tenure" {
-				r, err = holdTenure(ctx, cfg, srv.Addr(), admin, hc)
+			if name != "redislock-refresh" {
+				r, err = holdTenure(ctx, cfg, srv.Addr(), admin, hc, name == "tenure-per-item")
 			} else {
 				r, err = holdRefresh(ctx, cfg, srv.Addr(), admin, hc)
 			}
@@ -200,11 +200,23 @@ loop:
 	}, el
 }
 
-func holdTenure(ctx context.Context, cfg runConfig, addr string, admin *redis.Client, hc holdCase) (holdResult, error) {
+// perItemClient hides a *redis.Client behind a type the backend does not
+// know, so that it renews each lease with its own renew.lua call, as it did
+// before renew_leases.lua: the per-item baseline of renewal cost, measured
+// in the same run.
+type perItemClient struct{ *redis.Client }
+
+// holdTenure holds hc's leases with one lease.Manager; perItem renews them
+// one script call each (perItemClient).
+func holdTenure(ctx context.Context, cfg runConfig, addr string, admin *redis.Client, hc holdCase, perItem bool) (holdResult, error) {
 	c, h := newClient(addr, acquirers)
 	defer c.Close()
+	var client redis.UniversalClient = c
+	if perItem {
+		client = perItemClient{c}
+	}
 	mem0, g0 := memInUse(), runtime.NumGoroutine()
-	m, err := lease.New(c, lease.WithTTL(hc.TTL), lease.WithRenewInterval(hc.Interval), lease.WithLogger(quietLogger))
+	m, err := lease.New(client, lease.WithTTL(hc.TTL), lease.WithRenewInterval(hc.Interval), lease.WithLogger(quietLogger))
 	if err != nil {
 		return holdResult{}, err
 	}
@@ -234,6 +246,9 @@ func holdTenure(ctx context.Context, cfg runConfig, addr string, admin *redis.Cl
 		}
 	})
 	r.Impl, r.AcquireSec = "tenure", acq.Seconds()
+	if perItem {
+		r.Impl = "tenure-per-item"
+	}
 	r.Goroutines = g1 - g0
 	r.BytesLease = float64(mem1-mem0) / float64(hc.Leases)
 	for _, l := range leases {

@@ -21,13 +21,21 @@ type millionCase struct {
 	Window time.Duration // a whole number of sample periods
 }
 
-const (
+// The TTL and renewal interval of scenario 5: 30s renewed every 10s
+// (100,000 renewals a second at a million) unless -million-ttl says
+// otherwise (the interval is then a third of it: -million-ttl 10s is
+// 300,000 a second). The sample period is a fifth of the interval, as in
+// scenario 3: no renewal falls between two looks at a lease.
+var (
 	millionTTL      = 30 * time.Second
 	millionInterval = 10 * time.Second
-	// The sample period is a fifth of the interval, as in scenario 3: no
-	// renewal falls between two looks at a lease.
-	millionEvery = 2 * time.Second
+	millionEvery    = 2 * time.Second
 )
+
+// setMillionTTL sets scenario 5's TTL, interval and sample period.
+func setMillionTTL(ttl time.Duration) {
+	millionTTL, millionInterval, millionEvery = ttl, ttl/3, ttl/15
+}
 
 // millionSample is one point of the time series, taken every millionEvery.
 type millionSample struct {

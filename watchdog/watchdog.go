@@ -140,10 +140,11 @@ type Watchdog[I any] struct {
 	armed  int64        // when the scheduler will next look, nanoseconds since base
 	closed bool
 
-	// behindAt is when the most urgent lease waiting for a worker comes
-	// within its renewal interval of being lost (see Behind); never when
-	// none waits. Nanoseconds since base.
-	behindAt atomic.Int64
+	// behindAt is when the most urgent lease waiting for a worker is late
+	// (lateAt, Behind); never when none waits. inflightBehindAt is the
+	// same for each worker's batch in flight. Nanoseconds since base.
+	behindAt         atomic.Int64
+	inflightBehindAt []atomic.Int64
 
 	kick   chan struct{} // wakes the scheduler: the earliest event moved
 	work   chan struct{} // wakes a worker: ready is not empty
@@ -209,10 +210,14 @@ func New[I any](r Renewer[I], cfg Config) *Watchdog[I] {
 		cancel:  cancel,
 	}
 	w.behindAt.Store(never)
+	w.inflightBehindAt = make([]atomic.Int64, cfg.Workers)
+	for i := range w.inflightBehindAt {
+		w.inflightBehindAt[i].Store(never)
+	}
 	w.wg.Add(1 + cfg.Workers)
 	go w.schedule()
-	for range cfg.Workers {
-		go w.worker()
+	for i := range cfg.Workers {
+		go w.worker(&w.inflightBehindAt[i])
 	}
 	return w
 }
@@ -477,23 +482,37 @@ func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
 func (w *Watchdog[I]) checkBehind() {
 	at := int64(never)
 	if len(w.ready) > 0 {
-		e := w.ready[0]
-		at = e.lossAt - int64(e.interval)
+		at = w.lateAt(w.ready[0])
 	}
 	if w.behindAt.Load() != at {
 		w.behindAt.Store(at)
 	}
 }
 
+// lateAt is when e's renewal is late enough to say the watchdog is
+// behind: half-way from when it fell due (its last successful renewal's
+// send time plus the interval: retries do not move it) to when it is
+// lost, a renewal interval late with the default interval of a third of
+// the TTL.
+func (w *Watchdog[I]) lateAt(e *Entry[I]) int64 {
+	due := e.deadline - int64(e.ttl-w.cfg.Drift(e.ttl)) + int64(e.interval)
+	return due + (e.lossAt-due)/2
+}
+
 // Behind reports whether the watchdog is falling behind with its
-// renewals: a lease due for renewal has waited, unsent, until less than
-// one renewal interval is left before it is lost, because every worker is
-// busy with earlier batches (the server, or the network to it, cannot keep
-// up). Leases already held should then come first: a caller may refuse
+// renewals: a lease due for renewal has gone unrenewed for half the time
+// between when it fell due and when it is lost (with the default interval,
+// an interval), waiting for a worker (every
+// worker is busy with earlier batches) or in a batch whose reply has not
+// come (the server, or the network to it, cannot keep up, or does not
+// answer). Leases already held should then come first: a caller may refuse
 // new leases while it lasts, rather than add renewals that would push held
 // leases past their deadlines. It takes no lock.
 func (w *Watchdog[I]) Behind() bool {
 	at := w.behindAt.Load()
+	for i := range w.inflightBehindAt {
+		at = min(at, w.inflightBehindAt[i].Load())
+	}
 	return at != never && w.now() >= at
 }
 
@@ -524,10 +543,14 @@ type batch[I any] struct {
 	errs    []error
 	lost    []*Entry[I]
 	limit   int64 // when to give up on the reply, nanoseconds since base
+	// behindAt is when its most urgent lease is late (lateAt),
+	// nanoseconds since base.
+	behindAt int64
 }
 
 // worker renews batches from w.ready until it is empty, then sleeps.
-func (w *Watchdog[I]) worker() {
+// behindAt is the worker's in-flight batch's share of Behind.
+func (w *Watchdog[I]) worker(behindAt *atomic.Int64) {
 	defer w.wg.Done()
 	var b batch[I]
 	for {
@@ -538,7 +561,9 @@ func (w *Watchdog[I]) worker() {
 		}
 		for w.take(&b) {
 			if len(b.entries) > 0 {
+				behindAt.Store(b.behindAt)
 				w.renew(&b)
+				behindAt.Store(never)
 			}
 		}
 	}
@@ -556,7 +581,7 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 	// came back. When more are ready than a batch holds, the nearest
 	// losses go first.
 	now := w.now()
-	b.limit = never
+	b.limit, b.behindAt = never, never
 	for range n {
 		e := heap.Pop(&w.ready).(*Entry[I])
 		if e.state != inflight {
@@ -565,6 +590,7 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 		b.entries = append(b.entries, e)
 		b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
 		b.limit = min(b.limit, e.lossAt, now+int64(e.interval/2))
+		b.behindAt = min(b.behindAt, w.lateAt(e))
 	}
 	w.checkBehind()
 	more := len(w.ready) > 0
