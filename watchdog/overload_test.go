@@ -99,3 +99,38 @@ func TestBehindRenewsNearestLossFirst(t *testing.T) {
 		}
 	})
 }
+
+// slowServer answers every renewal, after 600ms: slow, not gone.
+type slowServer struct{}
+
+func (slowServer) Renew(ctx context.Context, batch []watchdog.Renewal[string], errs []error) {
+	select {
+	case <-time.After(600 * time.Millisecond):
+	case <-ctx.Done():
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+	}
+}
+
+// A server that answers slower than half an interval (when a renewal was
+// given up before) keeps its leases: once a batch is given up, the next
+// ones wait for twice the round trips seen, up to an interval, instead of
+// abandoning every answer and sending the same renewals again until the
+// lease is lost.
+func TestSlowServerKeepsLeases(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := watchdog.New[string](slowServer{}, watchdog.Config{Drift: drift})
+		defer w.Close()
+		lost := make(chan error, 1)
+		if _, err := w.Add("slow", 3*time.Second, time.Now(), time.Second, true, watchdog.LostFunc(func(err error) { lost <- err })); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Second)
+		select {
+		case err := <-lost:
+			t.Fatalf("lost to a server that answers in 600ms with a 1s interval: %v", err)
+		default:
+		}
+	})
+}

@@ -146,6 +146,11 @@ type Watchdog[I any] struct {
 	behindAt         atomic.Int64
 	inflightBehindAt []atomic.Int64
 
+	// rtt is how long renewal round trips take, nanoseconds: a moving
+	// average of those answered, raised to the wait of one that was not.
+	// A batch is given at least twice that (see take).
+	rtt atomic.Int64
+
 	kick   chan struct{} // wakes the scheduler: the earliest event moved
 	work   chan struct{} // wakes a worker: ready is not empty
 	ctx    context.Context
@@ -492,12 +497,19 @@ func (w *Watchdog[I]) checkBehind() {
 // lateAt is when e's renewal is late enough to say the watchdog is
 // behind: half-way from when it fell due (its last successful renewal's
 // send time plus the interval: retries do not move it) to when it is
-// lost, a renewal interval late with the default interval of a third of
-// the TTL.
+// lost (a renewal interval late with the default interval of a third of
+// the TTL), and at least minLate.
 func (w *Watchdog[I]) lateAt(e *Entry[I]) int64 {
 	due := e.deadline - int64(e.ttl-w.cfg.Drift(e.ttl)) + int64(e.interval)
-	return due + (e.lossAt-due)/2
+	return due + max((e.lossAt-due)/2, int64(minLate))
 }
+
+// minLate is the least lateness that counts as behind: a loaded machine
+// (a GC pause, a descheduled worker, the race detector) delays a renewal
+// by tens of milliseconds without Redis being short of anything, and
+// refusing leases for that would be a false alarm. A lease whose margin is
+// too short for it (a TTL under about two seconds) never counts.
+const minLate = 500 * time.Millisecond
 
 // Behind reports whether the watchdog is falling behind with its
 // renewals: a lease due for renewal has gone unrenewed for half the time
@@ -576,11 +588,18 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 	n := min(len(w.ready), w.cfg.BatchSize)
 	b.entries, b.reqs = b.entries[:0], b.reqs[:0]
 	// The request is abandoned, and the batch retried, at the earliest
-	// of its leases' deadlines or half their interval: waiting longer
-	// cannot save the lease, and a fresh attempt may find a server that
-	// came back. When more are ready than a batch holds, the nearest
-	// losses go first.
+	// of its leases' deadlines or half their interval, but no sooner than
+	// twice the round trips seen lately (up to an interval, so that a
+	// connection gone dead is still given up in time for another try):
+	// waiting past a deadline cannot
+	// save the lease, and a fresh attempt may find a server that came
+	// back; but a server that is slow rather than gone answers late, and
+	// abandoning its answers only to send the same renewals again would
+	// add load where there is too much already, until every renewal
+	// failed. When more are ready than a batch holds, the nearest losses
+	// go first.
 	now := w.now()
+	patience := 2 * w.rtt.Load()
 	b.limit, b.behindAt = never, never
 	for range n {
 		e := heap.Pop(&w.ready).(*Entry[I])
@@ -589,7 +608,7 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 		}
 		b.entries = append(b.entries, e)
 		b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
-		b.limit = min(b.limit, e.lossAt, now+int64(e.interval/2))
+		b.limit = min(b.limit, e.lossAt, now+max(int64(e.interval/2), min(patience, int64(e.interval))))
 		b.behindAt = min(b.behindAt, w.lateAt(e))
 	}
 	w.checkBehind()
@@ -612,6 +631,7 @@ func (w *Watchdog[I]) renew(b *batch[I]) {
 	sent := time.Now()
 	ctx, cancel := context.WithDeadline(w.ctx, w.time(b.limit))
 	w.renewer.Renew(ctx, b.reqs, b.errs)
+	w.observeRTT(time.Since(sent), ctx.Err() != nil)
 	cancel()
 	b.lost = w.settle(b, w.at(sent))
 	for _, e := range b.lost {
@@ -622,6 +642,22 @@ func (w *Watchdog[I]) renew(b *batch[I]) {
 	for i, e := range b.entries {
 		if !errors.Is(b.errs[i], ErrNotHeld) {
 			e.holder.Renewed(b.errs[i])
+		}
+	}
+}
+
+// observeRTT updates the round-trip estimate with one batch's: took, or
+// at least took when the batch was given up.
+func (w *Watchdog[I]) observeRTT(took time.Duration, gaveUp bool) {
+	d := int64(took)
+	for {
+		old := w.rtt.Load()
+		est := old + (d-old)/8
+		if gaveUp {
+			est = max(old, d)
+		}
+		if w.rtt.CompareAndSwap(old, est) {
+			return
 		}
 	}
 }
