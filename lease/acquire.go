@@ -292,11 +292,8 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 // passes; an error ends the wait.
 func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 	m, a := w.m, w.a
-	if w.policy == nil {
-		w.policy = a.newBackOff()
-	}
-	step := w.policy.NextBackOff()
-	if step == backoff.Stop {
+	step, ok := w.nextStep()
+	if !ok {
 		return notAcquired(w.req.Name, w.held, a.fair, errBackOffStop)
 	}
 	// Keys expire at millisecond granularity; a millisecond more makes sure
@@ -319,19 +316,11 @@ func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 	if w.waiter != nil {
 		wake = w.waiter.wake
 	}
-	if w.timer == nil {
-		w.timer = time.NewTimer(step)
-	} else {
-		w.timer.Reset(step)
-	}
-	select {
-	case <-w.timer.C:
-	case <-wake:
-		w.timer.Stop() // Go 1.23 timers: no stale tick after Stop or Reset
-	case <-ctx.Done():
-		return notAcquired(w.req.Name, w.held, a.fair, ctxError(ctx))
-	case <-m.closing:
-		return ErrClosed
+	switch err := w.sleep(ctx, step, wake); {
+	case err == ErrClosed:
+		return err
+	case err != nil:
+		return notAcquired(w.req.Name, w.held, a.fair, err)
 	}
 	return nil
 }
@@ -339,13 +328,32 @@ func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 // waitForCapacity pauses a wait while the watchdog is behind with its
 // renewals (ErrOverloaded), for one step of the backoff policy.
 func (w *wait) waitForCapacity(ctx context.Context) error {
+	step, ok := w.nextStep()
+	if !ok {
+		return overloaded(w.req.Name, errBackOffStop)
+	}
+	switch err := w.sleep(ctx, step, nil); {
+	case err == ErrClosed:
+		return err
+	case err != nil:
+		return overloaded(w.req.Name, err)
+	}
+	return nil
+}
+
+// nextStep is the backoff policy's next step; false when it gave up.
+func (w *wait) nextStep() (time.Duration, bool) {
 	if w.policy == nil {
 		w.policy = w.a.newBackOff()
 	}
 	step := w.policy.NextBackOff()
-	if step == backoff.Stop {
-		return overloaded(w.req.Name, errBackOffStop)
-	}
+	return step, step != backoff.Stop
+}
+
+// sleep waits for step to pass or wake (which may be nil) to fire. It
+// returns ctx's error (ctxError) when ctx ends first, and ErrClosed when
+// the manager closes.
+func (w *wait) sleep(ctx context.Context, step time.Duration, wake <-chan struct{}) error {
 	if w.timer == nil {
 		w.timer = time.NewTimer(step)
 	} else {
@@ -353,13 +361,16 @@ func (w *wait) waitForCapacity(ctx context.Context) error {
 	}
 	select {
 	case <-w.timer.C:
+		return nil
+	case <-wake:
 	case <-ctx.Done():
 		w.timer.Stop()
-		return overloaded(w.req.Name, ctxError(ctx))
+		return ctxError(ctx)
 	case <-w.m.closing:
 		w.timer.Stop()
 		return ErrClosed
 	}
+	w.timer.Stop() // Go 1.23 timers: no stale tick after Stop or Reset
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -140,47 +141,49 @@ func (c *renewCall) results(errs []error) {
 		return
 	}
 	failed, err := c.cmd.Int64Slice()
-	if err != nil {
-		for _, i := range c.idx {
-			errs[i] = err
-		}
-		return
+	if err == nil && !validFailures(failed, len(c.idx)) {
+		err = fmt.Errorf("renew_leases.lua: unexpected reply %v", failed)
 	}
 	for _, i := range c.idx {
-		errs[i] = nil
+		errs[i] = err
 	}
-	if len(failed)%2 != 0 {
-		err = fmt.Errorf("renew_leases.lua: unexpected reply %v", failed)
-		for _, i := range c.idx {
-			errs[i] = err
-		}
+	if err != nil {
 		return
 	}
 	for k := 0; k < len(failed); k += 2 {
-		n, code := failed[k], failed[k+1]
-		if n < 1 || int(n) > len(c.idx) {
-			errs[c.idx[0]] = fmt.Errorf("renew_leases.lua: unexpected reply %v", failed)
-			continue
-		}
-		errs[c.idx[n-1]] = ErrNotHeld
-		if code == -1 {
-			errs[c.idx[n-1]] = ErrGone
+		i := c.idx[failed[k]-1]
+		errs[i] = ErrNotHeld
+		if failed[k+1] == -1 {
+			errs[i] = ErrGone
 		}
 	}
 }
 
-// batchUnsupported reports whether a renew_leases.lua call failed because
-// the server cannot run it (PEXPIRE's GT option is Redis 7.0's), rather
-// than for a reason that would fail renew.lua too.
-func batchUnsupported(err error) bool {
-	var reply redis.Error
-	if err == nil || !errors.As(err, &reply) {
+// validFailures reports whether failed is renew_leases.lua's answer for a
+// call of n leases: pairs of a lease's place (1..n) and a code.
+func validFailures(failed []int64, n int) bool {
+	if len(failed)%2 != 0 {
 		return false
 	}
-	return !redis.HasErrorPrefix(err, "NOSCRIPT") && !redis.HasErrorPrefix(err, "NOPERM") &&
-		!redis.HasErrorPrefix(err, "OOM") && !redis.HasErrorPrefix(err, "READONLY") &&
-		!redis.HasErrorPrefix(err, "MOVED") && !redis.HasErrorPrefix(err, "ASK") &&
-		!redis.HasErrorPrefix(err, "LOADING") && !redis.HasErrorPrefix(err, "MASTERDOWN")
+	for k := 0; k < len(failed); k += 2 {
+		if failed[k] < 1 || failed[k] > int64(n) {
+			return false
+		}
+	}
+	return true
+}
+
+// batchUnsupported reports whether a renew_leases.lua call failed because
+// the server cannot run it: Redis before 7.0 has no PEXPIRE ... GT, and
+// refuses the script's PEXPIRE for its number of arguments ("Wrong number
+// of args calling Redis command From Lua script" in 6.2; "wrong number of
+// arguments for 'pexpire'" from the command itself). The script calls
+// nothing else that could be refused so. Any other failure (an outage, a
+// refusal) would fail renew.lua too.
+func batchUnsupported(err error) bool {
+	var reply redis.Error
+	return err != nil && errors.As(err, &reply) &&
+		strings.Contains(strings.ToLower(err.Error()), "wrong number of arg")
 }
 
 // batching reports whether renewals may be batched.

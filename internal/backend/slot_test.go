@@ -37,6 +37,7 @@ func TestBatchUnsupported(t *testing.T) {
 		{errors.New("dial tcp: connection refused"), false},
 		{redis.ErrClosed, false},
 		{proto("ERR Error running script (call to f_x): @user_script:30: ERR wrong number of arguments for 'pexpire' command"), true},
+		{proto("ERR Error running script (call to f_x): @user_script:30: @user_script: 30: Wrong number of args calling Redis command From Lua script"), true},
 		{proto("NOSCRIPT No matching script"), false},
 		{proto("NOPERM this user has no permissions"), false},
 		{proto("READONLY You can't write against a read only replica."), false},
