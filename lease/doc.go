@@ -106,7 +106,7 @@
 //
 // For a name N and the prefix P ("tenure:" by default, WithKeyPrefix): P{N}
 // holds the lease's token with a TTL (or a reentrant lock's owner counts),
-// P{N}:fence the fencing counter (expiring with the lease), P{N}:queue and
+// P{N}:fence the fencing counter (expiring at most a TTL after the lease), P{N}:queue and
 // P{N}:queue:expiry the fair queue while it has waiters,
 // P{N}:retired:<token> a short-lived marker of an acquire given up or a
 // release done, and P{N}:released is the channel a release publishes on. The braces are a Redis Cluster hash tag: all keys of a name

@@ -2,10 +2,15 @@ package lease_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
 )
 
 func TestFenceGrowsAcrossRestartWithoutPersistence(t *testing.T) {
@@ -86,5 +91,57 @@ func TestFenceGrowsAfterRestartFromOlderSnapshot(t *testing.T) {
 	}
 	if l.Fence() <= last {
 		t.Fatalf("fence %d after a restart from an older snapshot (counter %d); fences before: %v", l.Fence(), restored, fences)
+	}
+}
+
+// A held name keeps its fencing counter (the election's reader and the
+// tenure command read it), although the watchdog's batched renewals leave
+// the counter be for up to a TTL at a time (watchdog.Renewal.Light): the
+// counter is given a TTL more than the lease whenever it is refreshed.
+func TestHeldNameKeepsItsCounter(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	const ttl = time.Second
+	m := newManager(t, srv.Client(t), lease.WithTTL(ttl))
+	ctx := context.Background()
+	const n = 20 // renewed together: batched renewals
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprint("held-", i)
+		l, err := m.Acquire(ctx, names[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(ctx)
+	}
+	var light bool // a sample that only a light renewal explains
+	for end := time.Now().Add(6 * ttl); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		var lock, counter []*redis.DurationCmd
+		if _, err := raw.TxPipelined(ctx, func(p redis.Pipeliner) error {
+			lock, counter = nil, nil
+			for _, name := range names {
+				lock = append(lock, p.PTTL(ctx, "tenure:{"+name+"}"))
+				counter = append(counter, p.PTTL(ctx, "tenure:{"+name+"}:fence"))
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for i, name := range names {
+			l, c := lock[i].Val(), counter[i].Val()
+			if l <= 0 {
+				t.Fatalf("%s: lease gone (PTTL %v) while held", name, l)
+			}
+			if c <= 0 {
+				t.Fatalf("%s: counter gone (PTTL %v) while the lease lives %v", name, c, l)
+			}
+			if c > l+ttl+50*time.Millisecond { // the keys' expiries are set a moment apart
+				t.Fatalf("%s: counter lives %v, more than a TTL past the lease's %v (S6)", name, c, l)
+			}
+			light = light || c < l+ttl/2
+		}
+	}
+	if !light {
+		t.Fatal("every sample had the counter a TTL past the lease: no light renewal seen")
 	}
 }

@@ -46,6 +46,15 @@ var ErrNotHeld = errors.New("watchdog: not held")
 type Renewal[I any] struct {
 	Item I
 	TTL  time.Duration
+	// Light reports that the item's last full renewal (one without Light,
+	// or its acquisition) was sent at most TTL before this renewal's
+	// context ends. A store that gives what an item keeps beside its own
+	// key (a fencing counter) twice the TTL on every full renewal may then
+	// renew the item's key alone: whenever the server runs this renewal,
+	// what the full one gave still outlives what this one gives, so a
+	// holder renews the rest only about once a TTL instead of once an
+	// interval.
+	Light bool
 }
 
 // A Renewer renews items, in as few round trips as it can: the watchdog
@@ -179,6 +188,7 @@ type Entry[I any] struct {
 	w        *Watchdog[I]
 
 	deadline int64 // local deadline, nanoseconds since w.base
+	fullAt   int64 // when the last full renewal (or the acquisition) was sent
 	lossAt   int64 // when the scheduler loses it: deadline minus the slack
 	next     int64 // next renewal attempt, nanoseconds since w.base; never when not renewing
 	attempt  uint8 // failed renewals in a row
@@ -245,6 +255,7 @@ func (w *Watchdog[I]) Add(item I, ttl time.Duration, sent time.Time, interval ti
 	s := w.at(sent)
 	e.deadline, e.lossAt = math.MinInt64, math.MinInt64
 	w.moveDeadline(e, s, ttl)
+	e.fullAt = s
 	e.next = never
 	if renew {
 		e.next = s + int64(interval)
@@ -611,6 +622,9 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 		b.limit = min(b.limit, e.lossAt, now+max(int64(e.interval/2), min(patience, int64(e.interval))))
 		b.behindAt = min(b.behindAt, w.lateAt(e))
 	}
+	for i, e := range b.entries {
+		b.reqs[i].Light = b.limit-e.fullAt <= int64(e.ttl)
+	}
 	w.checkBehind()
 	more := len(w.ready) > 0
 	w.mu.Unlock()
@@ -677,6 +691,9 @@ func (w *Watchdog[I]) settle(b *batch[I], sent int64) []*Entry[I] {
 		switch err := b.errs[i]; {
 		case err == nil:
 			w.moveDeadline(e, sent, b.reqs[i].TTL)
+			if !b.reqs[i].Light {
+				e.fullAt = sent
+			}
 			e.next = sent + int64(e.interval)
 			e.attempt = 0
 		case errors.Is(err, ErrNotHeld):

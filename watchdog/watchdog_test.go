@@ -370,3 +370,68 @@ func TestInFlightRenewalCountsForTheTTLItCarried(t *testing.T) {
 		}
 	})
 }
+
+// lightLog records, for every renewal, when it was sent, when its context
+// ended and whether it was light.
+type lightLog struct {
+	backend.Backend
+	mu   sync.Mutex
+	sent map[string][]lightRenewal
+}
+
+type lightRenewal struct {
+	at, until time.Time
+	light     bool
+}
+
+func (l *lightLog) Renew(ctx context.Context, items []backend.Item, errs []error) {
+	until, _ := ctx.Deadline()
+	l.mu.Lock()
+	for _, it := range items {
+		l.sent[it.Name] = append(l.sent[it.Name], lightRenewal{time.Now(), until, it.Light})
+	}
+	l.mu.Unlock()
+	l.Backend.Renew(ctx, items, errs)
+}
+
+// A light renewal (one that may leave the fencing counter be) is sent only
+// while the last full one, or the acquisition, was sent at most a TTL
+// before the light one's context ends: the counter that one gave twice the
+// TTL then outlives the lease this one extends, wherever the server runs it
+// in that time.
+func TestLightRenewalsWithinATTLOfAFullOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		log := &lightLog{Backend: backend.NewFake(), sent: map[string][]lightRenewal{}}
+		w := watchdog.New(backend.Renewer(log), watchdog.Config{Drift: drift})
+		defer w.Close()
+		const ttl = 3 * time.Second
+		added := map[string]time.Time{}
+		for i := range 5 {
+			name := fmt.Sprint("lease-", i)
+			added[name] = time.Now()
+			hold(t, w, log, name, ttl, time.Duration(i+1)*ttl/6) // intervals from ttl/6 to 5ttl/6
+			time.Sleep(100 * time.Millisecond)
+		}
+		time.Sleep(10 * ttl)
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		var light, full int
+		for name, rs := range log.sent {
+			lastFull := added[name]
+			for _, r := range rs {
+				if !r.light {
+					full++
+					lastFull = r.at
+					continue
+				}
+				light++
+				if r.until.Sub(lastFull) > ttl {
+					t.Errorf("%s: light renewal at %v ends %v after the last full one", name, r.at, r.until.Sub(lastFull))
+				}
+			}
+		}
+		if light == 0 || full == 0 {
+			t.Fatalf("%d light and %d full renewals: want both", light, full)
+		}
+	})
+}

@@ -65,6 +65,11 @@ type Item struct {
 	// Permit marks a semaphore's permit (Request.Limit); Token is its
 	// token.
 	Permit bool
+	// Light lets a Renew of a plain lease renew its key alone and leave
+	// its fencing counter be: the watchdog sets it when the counter's last
+	// refresh, which gave it twice the TTL, still outlives this renewal's
+	// (watchdog.Renewal.Light). Other kinds, and other requests, ignore it.
+	Light bool
 	// Count is how many entries of a reentrant lock Release takes back;
 	// 0 takes back all of the owner's.
 	Count int

@@ -25,6 +25,10 @@ type renewCall struct {
 	keys  []string
 	args  []any
 	cmd   *redis.Cmd
+	// A batch call's counters to refresh, and the place (1..) of the
+	// lease of each: sent after the lease keys and tokens.
+	fences []string
+	of     []any
 }
 
 // batchMode says how a client's leases may share a renew_leases.lua call.
@@ -95,13 +99,24 @@ func (r *Redis) renewCalls(items []Item) []*renewCall {
 		}
 		c := open[g]
 		if c == nil || len(c.idx) == renewBatchMax {
-			c = &renewCall{batch: true, args: []any{msArg(&r.ttlArg, it.TTL)}}
+			c = &renewCall{batch: true, args: []any{msArg(&r.ttlArg, it.TTL), nil}}
 			open[g] = c
 			calls = append(calls, c)
 		}
 		c.idx = append(c.idx, i)
-		c.keys = append(c.keys, r.layout.Lease(it.Name), r.layout.Fence(it.Name))
+		c.keys = append(c.keys, r.layout.Lease(it.Name))
 		c.args = append(c.args, it.Token)
+		if !it.Light {
+			c.fences = append(c.fences, r.layout.Fence(it.Name))
+			c.of = append(c.of, len(c.idx))
+		}
+	}
+	for _, c := range calls {
+		if c.batch {
+			c.args[1] = len(c.idx)
+			c.keys = append(c.keys, c.fences...)
+			c.args = append(c.args, c.of...)
+		}
 	}
 	return calls
 }

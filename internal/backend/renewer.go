@@ -28,6 +28,7 @@ func (r renewer) Renew(ctx context.Context, batch []watchdog.Renewal[Item], errs
 	for _, b := range batch {
 		it := b.Item
 		it.TTL = b.TTL
+		it.Light = b.Light
 		items = append(items, it)
 	}
 	r.be.Renew(ctx, items, errs)

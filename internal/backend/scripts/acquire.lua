@@ -4,8 +4,9 @@
 -- -> count), and for both ways of waiting: barging, and fair (a queue).
 --
 -- KEYS[1]  the lock key, P{N}
--- KEYS[2]  the fencing counter, P{N}:fence: it lives as long as the lock key
---          (every script that sets the lock key's TTL sets the counter's)
+-- KEYS[2]  the fencing counter, P{N}:fence: it outlives the lock key by at
+--          most one TTL (this script gives it twice the TTL, renewals keep it
+--          so: renew.lua, renew_leases.lua)
 -- KEYS[3]  the marker abandon.lua leaves for this request, P{N}:retired:<token>
 -- KEYS[4]  the fair queue, P{N}:queue: a sorted set of waiting tokens by arrival
 -- KEYS[5]  when each queued token is forgotten, P{N}:queue:expiry: a sorted
@@ -43,8 +44,8 @@
 -- that lagged and was promoted, is below the current time (unless the Redis
 -- host's clock went backwards). The counter term keeps fences increasing
 -- when two grants fall in one microsecond or the clock steps back a little
--- while the counter lives. So the counter may expire with the lock key, and
--- does: no key of a name outlives it (S6). Fences stay exact in Lua's
+-- while the counter lives. So the counter may expire soon after the lock
+-- key, and does: no key of a name outlives it by more than a TTL (S6). Fences stay exact in Lua's
 -- doubles until 2^53 us, in 2255. fence() is fence.lua's, forget_gone()
 -- and join() queue.lua's, both prepended to this script.
 local token, ttl = ARGV[1], ARGV[2]
@@ -100,7 +101,9 @@ if head == nil or head == token then
       redis.call('ZREM', KEYS[4], token)
       redis.call('ZREM', KEYS[5], token)
     end
-    local f = fence(KEYS[2], ttl)
+    -- Twice the TTL: the watchdog's cheap renewals leave the counter be
+    -- for up to a TTL (renew_leases.lua).
+    local f = fence(KEYS[2], 2 * tonumber(ttl))
     if type(f) == 'table' then
       -- A corrupt counter: take the name back so that the error leaves nothing.
       redis.call('DEL', KEYS[1])

@@ -12,7 +12,8 @@
 -- Returns  1 when ARGV[1] still holds the name: its remaining TTL is now at
 --            least ARGV[2] ms (never shortened, so a late or repeated renewal
 --            with a smaller TTL cannot cut it short: safety property S8), and
---            the fencing counter lives exactly as long as the lock key;
+--            the fencing counter one TTL longer than the lock key (a
+--            permit's: as long as the set);
 --          0 when the name is held by another token, owner or kind;
 --         -1 when the name is free: its key was deleted, or expired (for a
 --            permit: the token holds none, or one past its expiry, which
@@ -67,8 +68,12 @@ if left < tonumber(ARGV[2]) then
   left = ARGV[2]
   redis.call('PEXPIRE', KEYS[1], left)
 end
--- The counter must outlive no hold, and a re-entry reads it while the name
--- is held. A counter gone missing is re-seeded from the clock by the next
--- acquisition (acquire.lua), so PEXPIRE of a missing key is no error.
-redis.call('PEXPIRE', KEYS[2], left)
+-- The counter must outlive no hold by more than a TTL (S6), and a re-entry
+-- (and election's reader) reads it while the name is held. It gets one TTL
+-- more than the lock key, as renew_leases.lua gives it, so that the
+-- watchdog's renewals of a lease that follow this one (an Extend, or a
+-- renewal on a server without batching) may leave it be for a TTL. A
+-- counter gone missing is re-seeded from the clock by the next acquisition
+-- (acquire.lua), so PEXPIRE of a missing key is no error.
+redis.call('PEXPIRE', KEYS[2], left + tonumber(ARGV[2]))
 return 1

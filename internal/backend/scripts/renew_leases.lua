@@ -3,10 +3,13 @@
 -- script call per batch rather than one per lease (renew.lua renews one
 -- item of any kind, and is what Extend, reentrant locks and permits use).
 --
--- KEYS[2i-1]  lease i's key, P{N}
--- KEYS[2i]    lease i's fencing counter, P{N}:fence
--- ARGV[1]     the TTL in milliseconds, the same for every lease of the call
--- ARGV[1+i]   lease i's token
+-- KEYS[i]      lease i's key, P{N}, for i = 1 .. ARGV[2]
+-- KEYS[n+j]    the fencing counter, P{N}:fence, of the lease ARGV[2+n+j]
+--              names, for the leases whose counter this call refreshes
+-- ARGV[1]      the TTL in milliseconds, the same for every lease of the call
+-- ARGV[2]      n, the number of leases
+-- ARGV[2+i]    lease i's token
+-- ARGV[2+n+j]  i, the lease whose counter is KEYS[n+j]
 --
 -- Returns  the leases not renewed, as a flat list {i, code, ...} in order:
 --            code 0 when the name is held by another token or kind, -1
@@ -14,23 +17,39 @@
 --            list: every lease was renewed.
 -- A lease still held gets the TTL ARGV[1] unless its key has a longer one
 -- already (PEXPIRE ... GT: a renewal never shortens a lease, safety
--- property S8), and its counter gets ARGV[1] ms, so that a held name has
--- its counter (one left without a TTL by an older version gets one: S6). PEXPIRE's GT needs
--- Redis 7.0: on an older server the call fails whole, and the backend
--- renews with renew.lua instead. Every key of one call is on one node (in
--- a Cluster, in one slot). pcall: GET of another kind is an error reply,
--- which is simply "not this holder".
+-- property S8). A counter listed gets one TTL more than its lease's key
+-- now has (twice ARGV[1], unless an Extend made the key's longer), when its
+-- lease was renewed; the others are left alone, which is what makes a renewal cheap:
+-- one key touched instead of two. The watchdog lists a lease's counter at
+-- least once a TTL (watchdog.Renewal.Light): a counter given 2 TTLs at the
+-- acquisition or at a listed renewal outlives every renewal sent within a
+-- TTL after it, so a held name keeps its counter (election and the tenure
+-- command read it), and the counter outlives the lock by at most one TTL
+-- (S6). A renewal the server runs after its sender gave it up may outlive
+-- the counter; the fence does not depend on it (S5 re-seeds from the
+-- clock). PEXPIRE's GT needs Redis 7.0: on an older server the call fails
+-- whole, and the backend renews with renew.lua instead. Every key of one
+-- call is on one node (in a Cluster, in one slot). pcall: GET of another
+-- kind is an error reply, which is simply "not this holder".
 local ttl = ARGV[1]
+local n = tonumber(ARGV[2])
 local failed = {}
-for i = 1, #KEYS / 2 do
-  local key = KEYS[2 * i - 1]
+local renewed = {}
+for i = 1, n do
+  local key = KEYS[i]
   local v = redis.pcall('GET', key)
-  if v == ARGV[i + 1] then
+  if v == ARGV[i + 2] then
     redis.call('PEXPIRE', key, ttl, 'GT')
-    redis.call('PEXPIRE', KEYS[2 * i], ttl)
+    renewed[i] = true
   else
     failed[#failed + 1] = i
     failed[#failed + 1] = v == false and -1 or 0
+  end
+end
+for j = n + 1, #KEYS do
+  local i = tonumber(ARGV[j + 2])
+  if renewed[i] then
+    redis.call('PEXPIRE', KEYS[j], redis.call('PTTL', KEYS[i]) + ttl)
   end
 end
 return failed
