@@ -58,4 +58,16 @@
 // let go by the lease's release message (P{N}:released), and of a leader
 // that died by the lease key's TTL running out, which they wait for; they
 // also look again every RetryPeriod in case a message was lost.
+// # Health
+//
+// IsLeader reports, without a round trip, whether a term of this process's
+// Run has begun and its leading context has not ended. Check and
+// HealthHandler are a liveness check in the way of client-go's
+// leader-election health adaptor: they fail (ErrStuck, HTTP 503) when a
+// term is still under way more than a tolerance after its leading context
+// ended or its lease's local deadline passed, which only an
+// OnStartedLeading that ignores its context can cause; such a process holds
+// the name (its lease is renewed until the callback returns) while it no
+// longer leads, and a restart lets another candidate lead. Package tracing
+// reports IsLeader as a gauge (Instrumentation.ObserveElection).
 package election

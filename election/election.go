@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -42,6 +44,9 @@ var (
 	// ErrRunning: Run was called while another Run of the same Election
 	// was campaigning.
 	ErrRunning = errors.New("election: already running")
+	// ErrStuck: Check found a term that should have ended and whose
+	// OnStartedLeading has not returned.
+	ErrStuck = errors.New("election: leader stuck past its lease")
 )
 
 // Config configures an Election. Client and Name are required; Manager and
@@ -133,8 +138,12 @@ type Election struct {
 // term is one leadership of this candidate.
 type term struct {
 	rec      Record
+	lease    *lease.Lease
+	ctx      context.Context // the leading context
 	cancel   context.CancelCauseFunc
 	released chan struct{} // closed when the term's clean-up is done
+	began    atomic.Bool   // OnStartedLeading was called
+	endedAt  atomic.Int64  // when the leading context ended, Unix ns; 0 before
 }
 
 // keys are the Redis keys and channels of one name.
@@ -361,7 +370,9 @@ func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) erro
 	lctx, cancel := context.WithCancelCause(context.WithValue(l.Context(), leadingKey{}, leadingValue{e, rec}))
 	stopAfter := context.AfterFunc(cctx, func() { cancel(context.Cause(cctx)) })
 	defer stopAfter()
-	t := &term{rec: rec, cancel: cancel, released: make(chan struct{})}
+	t := &term{rec: rec, lease: l, ctx: lctx, cancel: cancel, released: make(chan struct{})}
+	stopEnded := context.AfterFunc(lctx, func() { t.endedAt.Store(time.Now().UnixNano()) })
+	defer stopEnded()
 	defer close(t.released)
 	e.mu.Lock()
 	e.term = t // from now on Resign waits for the term's end
@@ -397,6 +408,7 @@ func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) erro
 		return nil
 	}
 	done := make(chan struct{})
+	t.began.Store(true)
 	go func() {
 		defer close(done)
 		cb.OnStartedLeading(lctx)
@@ -501,6 +513,64 @@ func (e *Election) Resign(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
+}
+
+// IsLeader reports whether this candidate leads now: a term of its Run has
+// begun (OnStartedLeading was called) and its leading context has not
+// ended. It asks Redis nothing: it is this process's own view, which the
+// lease's context keeps within the lease (S4), so it may be false a moment
+// before another candidate could lead, never true after.
+func (e *Election) IsLeader() bool {
+	e.mu.Lock()
+	t := e.term
+	e.mu.Unlock()
+	return t != nil && t.began.Load() && t.ctx.Err() == nil
+}
+
+// Check is a liveness check for a process that campaigns: it returns an
+// error wrapping ErrStuck when a term of this candidate is still under way
+// more than tolerance after it should have ended: after its leading
+// context ended (the lease was lost, Resign, Run's context), or after its
+// lease's local deadline (by which that context ends). Such a term is one
+// whose OnStartedLeading has not returned, so Run can neither release the
+// lease nor campaign again, and no other candidate can lead while the
+// lease is renewed: a process a liveness probe should restart, as
+// client-go's leader-election health check does. A follower, a leader
+// within its lease, and a term winding down within tolerance are healthy.
+func (e *Election) Check(tolerance time.Duration) error {
+	e.mu.Lock()
+	t := e.term
+	e.mu.Unlock()
+	if t == nil || !t.began.Load() {
+		return nil
+	}
+	if ended := t.endedAt.Load(); ended != 0 {
+		if late := time.Since(time.Unix(0, ended)); late > tolerance {
+			return fmt.Errorf("%w: %q: the term with fence %d ended %v ago (%v), and OnStartedLeading has not returned (%v tolerated)",
+				ErrStuck, e.cfg.Name, t.rec.Fence, late.Round(time.Millisecond), context.Cause(t.ctx), tolerance)
+		}
+		return nil
+	}
+	if late := time.Since(t.lease.Deadline()); late > tolerance {
+		return fmt.Errorf("%w: %q: the term with fence %d is %v past its lease's deadline (%v tolerated)",
+			ErrStuck, e.cfg.Name, t.rec.Fence, late.Round(time.Millisecond), tolerance)
+	}
+	return nil
+}
+
+// HealthHandler returns an http.Handler for a liveness probe: it answers
+// 200 and "ok" while Check(tolerance) is nil, and 503 with Check's error
+// otherwise. Mount it where the probe looks (for example /healthz).
+func (e *Election) HealthHandler(tolerance time.Duration) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if err := e.Check(tolerance); err != nil {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, err)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
 }
 
 // Leader returns the current leader, or an error wrapping ErrNoLeader when

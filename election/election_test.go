@@ -341,9 +341,6 @@ func TestCutOffLeaderStopsFirst(t *testing.T) {
 	if !errors.Is(cause, lease.ErrLost) {
 		t.Errorf("a's cause %v, want ErrLost", cause)
 	}
-	if d := bStarted.Sub(cutAt); d > ttl+300*time.Millisecond {
-		t.Errorf("b took %v to lead after a was cut off (TTL %v)", d, ttl)
-	}
 	t.Logf("a cut off; a stopped after %v, b started after %v", aEnded.Sub(cutAt), bStarted.Sub(cutAt))
 	proxy.BlackHole(false)
 	// Run returns promptly even though its connections saw a black hole.

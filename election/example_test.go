@@ -3,6 +3,9 @@ package election_test
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -41,4 +44,38 @@ func Example() {
 	// leading as worker-1 with a fence: true
 	// stopped leading
 	// Run returned <nil>
+}
+
+// A liveness probe for a process that campaigns: it fails once a term
+// outlives its end by more than the tolerance because OnStartedLeading
+// ignores its context, so that the orchestrator restarts the process.
+func ExampleElection_HealthHandler() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	m, err := lease.New(client)
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	e, err := election.New(election.Config{Manager: m, Client: client, Name: "example-health", Identity: "worker-1"})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/healthz", e.HealthHandler(10*time.Second))
+
+	_ = e.Run(context.Background(), election.Callbacks{
+		OnStartedLeading: func(ctx context.Context) {
+			fmt.Println("leader:", e.IsLeader())
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest("GET", "/healthz", nil))
+			fmt.Print("probe: ", rec.Code, " ", rec.Body.String())
+			_ = e.Resign(ctx)
+		},
+	})
+	fmt.Println("leader after resigning:", e.IsLeader())
+	// Output:
+	// leader: true
+	// probe: 200 ok
+	// leader after resigning: false
 }

@@ -15,6 +15,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -48,6 +49,8 @@ const (
 	KeyLossCause     = attribute.Key("tenure.lease.loss.cause")
 	KeyEndCause      = attribute.Key("tenure.lease.end.cause")
 	KeyErrorType     = semconv.ErrorTypeKey // error.type
+	// KeyElectionName is an election's name, on MetricLeader only.
+	KeyElectionName = attribute.Key("tenure.election.name")
 )
 
 // Metric names.
@@ -65,6 +68,11 @@ const (
 	// a later lease package) is counted under its own value, and a loss
 	// without a reason under "unknown": no loss goes uncounted.
 	MetricLosses = "tenure.lease.losses"
+
+	// MetricLeader is 1 while an election observed with ObserveElection
+	// leads in this process (election.Election.IsLeader), else 0, by
+	// tenure.election.name.
+	MetricLeader = "tenure.election.leader"
 )
 
 const (
@@ -151,6 +159,8 @@ func Version() string {
 // any number of managers. It is safe for concurrent use.
 type Instrumentation struct {
 	tracer trace.Tracer
+	meter  metric.Meter
+	leader metric.Int64ObservableGauge
 
 	acquireDuration metric.Float64Histogram
 	waitDuration    metric.Float64Histogram
@@ -214,6 +224,7 @@ func New(opts ...Option) (*Instrumentation, error) {
 		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version), trace.WithSchemaURL(semconv.SchemaURL)),
 	}
 	meter := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version), metric.WithSchemaURL(semconv.SchemaURL))
+	i.meter = meter
 
 	// Bucket boundaries in seconds: the SDK's default ones suit milliseconds.
 	short := metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -236,6 +247,9 @@ func New(opts ...Option) (*Instrumentation, error) {
 	err = errors.Join(err, e)
 	i.holdDuration, e = meter.Float64Histogram(MetricHoldDuration, metric.WithUnit("s"), long,
 		metric.WithDescription("How long leases were held, from the acquire's result to their end, by how they ended."))
+	err = errors.Join(err, e)
+	i.leader, e = meter.Int64ObservableGauge(MetricLeader, metric.WithUnit("{leader}"),
+		metric.WithDescription("1 while this process leads the election, else 0, by election name."))
 	err = errors.Join(err, e)
 	if err != nil {
 		return nil, err
@@ -266,6 +280,24 @@ func New(opts ...Option) (*Instrumentation, error) {
 		i.endOpts[c] = record(KeyEndCause.String(c))
 	}
 	return i, nil
+}
+
+// ObserveElection reports whether e leads in this process as the gauge
+// MetricLeader (1 or 0, read from e.IsLeader at each collection, without a
+// round trip), with the attribute tenure.election.name. Unlike a lease's,
+// an election's name goes on the metric: elections are few, named by the
+// program rather than by its users, and a dashboard must tell them apart.
+// Unregister the returned registration when e is no longer used.
+func (i *Instrumentation) ObserveElection(e *election.Election) (metric.Registration, error) {
+	opts := []metric.ObserveOption{metric.WithAttributeSet(attribute.NewSet(KeyElectionName.String(e.Name())))}
+	return i.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		var v int64
+		if e.IsLeader() {
+			v = 1
+		}
+		o.ObserveInt64(i.leader, v, opts...)
+		return nil
+	}, i.leader)
 }
 
 // Hooks returns the hooks to pass to lease.WithHooks.

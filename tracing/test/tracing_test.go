@@ -166,6 +166,12 @@ func points(t *testing.T, data map[string]metricdata.Aggregation, name string, k
 				n += p.Value
 			}
 		}
+	case metricdata.Gauge[int64]:
+		for _, p := range d.DataPoints {
+			if match(p.Attributes) {
+				n += p.Value
+			}
+		}
 	default:
 		t.Fatalf("metric %s: unexpected data %T", name, d)
 	}
