@@ -80,6 +80,17 @@
 // transaction under a distributed lock" for data kept in the same Redis. On a
 // Cluster the written keys must share the name's hash tag, {N}.
 //
+// # Several names at once
+//
+// AcquireAll, TryAcquireAll and DoAll hold a Set of names, all or none: a
+// lease on each (its own token, fence and renewal) and one context,
+// cancelled when any of them ends. The names are taken one after another in
+// byte order, so callers asking for overlapping sets in different orders
+// never deadlock; it is ordered, not atomic: until the last name is taken,
+// others may see some held, and a name that cannot be taken (or one already
+// taken that is lost meanwhile) makes the Set release what it took. On a
+// Cluster, where the names may live in different slots, it works the same.
+//
 // # Reentrant locks
 //
 // Package reentrant builds reentrant locks on a Manager: the name's key is

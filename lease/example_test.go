@@ -104,3 +104,28 @@ func ExampleLease_Release() {
 	// true
 	// lease: released
 }
+
+// A transfer between two accounts holds both, whatever order the caller
+// names them in: sets are taken in name order, so two transfers that share
+// an account never deadlock.
+func ExampleManager_AcquireAll() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	m, err := lease.New(client)
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	s, err := m.AcquireAll(context.Background(), []string{"account:2", "account:1"})
+	if err != nil {
+		panic(err)
+	}
+	// s.Context() is cancelled when either lease is lost; each name has
+	// its own fence, for the resource that name guards.
+	fmt.Println("holding", s.Names(), "with fences:", s.Fence("account:1") > 0 && s.Fence("account:2") > 0)
+	fmt.Println("released:", s.Release(context.Background()))
+	// Output:
+	// holding [account:1 account:2] with fences: true
+	// released: <nil>
+}
