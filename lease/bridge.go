@@ -37,6 +37,23 @@ func init() {
 		},
 		Enter: func(ctx context.Context, l *Lease) (int64, error) { return l.enter(ctx) },
 		Exit:  func(ctx context.Context, l *Lease) error { return l.exit(ctx) },
+		OnBackend: func(be any, opts []any) (*Manager, error) {
+			b, ok := be.(backend.Backend)
+			if !ok {
+				return nil, fmt.Errorf("%w: %T is no backend", ErrInvalidOption, be)
+			}
+			os := make([]Option, len(opts))
+			for i, o := range opts {
+				if os[i], ok = o.(Option); !ok {
+					return nil, fmt.Errorf("%w: %T is no lease.Option", ErrInvalidOption, o)
+				}
+			}
+			cfg, err := buildConfig(os)
+			if err != nil {
+				return nil, err
+			}
+			return newManager(b, cfg), nil
+		},
 	})
 }
 

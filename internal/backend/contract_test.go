@@ -193,6 +193,11 @@ func contractRenew(c contract) {
 	if errs[0] != nil || !errors.Is(errs[1], backend.ErrNotHeld) || !errors.Is(errs[2], backend.ErrNotHeld) {
 		c.t.Fatalf("renew as holder, other token, missing name: %v", errs)
 	}
+	// Why it is not held (lease.LossTakenOver or LossDeleted): the free
+	// name's answer is ErrGone, the held one's is not.
+	if errors.Is(errs[1], backend.ErrGone) || !errors.Is(errs[2], backend.ErrGone) {
+		c.t.Fatalf("renew by another token, of a missing name: %v; want only the second ErrGone", errs[1:])
+	}
 	if ttl := c.holderTTL("n"); ttl <= 59*time.Second || ttl > time.Minute {
 		c.t.Fatalf("TTL %v after a renewal to 1m (the other token's 1h must not apply)", ttl)
 	}

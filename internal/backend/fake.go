@@ -242,7 +242,11 @@ func (f *Fake) Renew(ctx context.Context, items []Item, errs []error) {
 	defer f.mu.Unlock()
 	for i, it := range items {
 		k, ok := f.get(it.Name)
-		if !ok || !k.heldBy(it) {
+		if !ok {
+			errs[i] = ErrGone // as renew.lua's -1: the name is free
+			continue
+		}
+		if !k.heldBy(it) {
 			errs[i] = ErrNotHeld
 			continue
 		}

@@ -1,7 +1,7 @@
-// Package bridge connects packages reentrant, semaphore and rwlock to the parts of
-// package lease that lease does not export: acquiring a name as a
-// reentrant lock, entering or leaving one that is held, and acquiring a
-// semaphore's permit.
+// Package bridge connects packages reentrant, semaphore, rwlock and
+// leasetest to the parts of package lease that lease does not export:
+// acquiring a name as a reentrant lock, entering or leaving one that is
+// held, acquiring a semaphore's permit, and a manager on another backend.
 //
 // lease cannot be imported from here (lease imports this package), so the
 // bridge is generic in lease's types: lease sets a Bridge of its own types
@@ -38,6 +38,9 @@ type Bridge[M, L, O any] struct {
 	// Holds reports whether l was acquired through m and is still held,
 	// and whether it is a permit.
 	Holds func(m M, l L) (held, permit bool)
+	// OnBackend returns a manager with opts whose leases live in be, a
+	// backend.Backend (the in-memory one of package leasetest).
+	OnBackend func(be any, opts []any) (M, error)
 }
 
 var bridge any

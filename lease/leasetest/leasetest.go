@@ -1,0 +1,94 @@
+// Package leasetest gives a program's unit tests lease managers without a
+// Redis server: their leases live in memory, with the lease contract of
+// package lease (tokens, fences, renewal by the watchdog, a context
+// cancelled on loss, Release, hooks), and a test can make a lease be lost,
+// taken over or expire on demand, to test its own loss handling.
+//
+//	srv := leasetest.NewServer()
+//	m, err := srv.NewManager(lease.WithTTL(time.Second))
+//	...
+//	l, _ := m.Acquire(ctx, "job")
+//	srv.Delete("job") // the next renewal finds the lease gone
+//	<-l.Done()        // context.Cause(l.Context()) is lease.ErrLost
+//
+// Loss is found the way it is on Redis: at the lease's next renewal, or at
+// its local deadline when the server does not answer (SetUnreachable). Run
+// the test inside testing/synctest's bubble and the watchdog's timers run
+// on the bubble's fake clock (the in-memory TTLs follow time.Now), so such
+// a test takes no real time and always sees the same order of events.
+//
+// The in-memory server answers as tenure's Redis backend does; the same
+// contract tests run against both (internal/backend/contract_test.go). It
+// keeps no fair queue and no semaphore: an acquire with lease.WithFair, a
+// permit of package semaphore and a lock of package rwlock fail with an
+// error wrapping errors.ErrUnsupported, rather than behave otherwise than
+// on Redis. Reentrant locks (package reentrant) are supported. Nothing
+// here talks to a network; miniredis, which tenure does not support, is
+// not needed.
+package leasetest
+
+import (
+	"time"
+
+	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/internal/bridge"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// A Server holds leases in memory for any number of managers, as one Redis
+// does. It is safe for concurrent use.
+type Server struct {
+	fake *backend.Fake
+}
+
+// NewServer returns an empty Server.
+func NewServer() *Server { return &Server{fake: backend.NewFake()} }
+
+// NewManager returns a manager whose leases live in s, configured by opts
+// as lease.New configures one (options about the Redis connection, such as
+// WithReplicas, have nothing to act on). Close it as any manager.
+func (s *Server) NewManager(opts ...lease.Option) (*lease.Manager, error) {
+	args := make([]any, len(opts))
+	for i, o := range opts {
+		args[i] = o
+	}
+	return bridge.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]().OnBackend(s.fake, args)
+}
+
+// Delete removes name's lease, as an operator's forced release or an
+// eviction would: its holder finds it gone at its next renewal, and its
+// context ends with cause lease.ErrLost (EndInfo.Loss lease.LossDeleted).
+func (s *Server) Delete(name string) { s.fake.Delete(name) }
+
+// TakeOver gives name to another holder for ttl (0: no expiry), as when
+// the lease expired unnoticed and someone else acquired it: its holder
+// finds it at its next renewal, and its context ends with cause
+// lease.ErrLost (EndInfo.Loss lease.LossTakenOver). Acquirers see the name
+// held until ttl runs out or Delete.
+func (s *Server) TakeOver(name string, ttl time.Duration) {
+	s.fake.Set(name, "leasetest-other-holder", ttl)
+}
+
+// SetUnreachable makes every request hang until its context ends, as a
+// paused server or a network partition does (false ends it). A lease then
+// expires: no renewal is confirmed, and its context ends by its local
+// deadline with cause lease.ErrLost (EndInfo.Loss lease.LossExpired),
+// before the server's TTL could run out.
+func (s *Server) SetUnreachable(on bool) { s.fake.SetHang(on) }
+
+// Fail makes every request of the kind op names ("acquire", "renew",
+// "release", "abandon", "leave" or "reenter") that fail returns an error
+// for fail with that error, without being applied, as a refused command
+// does. A nil fail clears it.
+func (s *Server) Fail(fail func(op string) error) { s.fake.SetFault(fail) }
+
+// Holder reports whether name is held, and for how much longer (0 when
+// without expiry): what a test checks after Release or Close.
+func (s *Server) Holder(name string) (held bool, ttl time.Duration) {
+	_, ttl, held = s.fake.Holder(name)
+	return held, ttl
+}
+
+// Flush forgets every lease and fence, as a restart of a Redis without
+// persistence does: fences still grow (they are seeded from the clock).
+func (s *Server) Flush() { s.fake.Flush() }

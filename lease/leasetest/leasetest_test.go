@@ -1,0 +1,201 @@
+package leasetest_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/leasetest"
+	"github.com/tenure-go/tenure/reentrant"
+	"github.com/tenure-go/tenure/semaphore"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// ends records each lease's EndInfo.
+type ends struct {
+	mu   sync.Mutex
+	info map[string]lease.EndInfo
+}
+
+func (e *ends) hooks() lease.Hooks {
+	return lease.Hooks{Ended: func(l *lease.Lease, info lease.EndInfo) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.info[l.Name()] = info
+	}}
+}
+
+func (e *ends) of(name string) lease.EndInfo {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.info[name]
+}
+
+func manager(t *testing.T, srv *leasetest.Server, opts ...lease.Option) *lease.Manager {
+	t.Helper()
+	m, err := srv.NewManager(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// Each way of losing a lease on demand ends its context with ErrLost and
+// the reason a Redis would give, at the moment the watchdog would find it:
+// the next renewal, or the local deadline when the server is unreachable,
+// which comes before the server's TTL runs out.
+func TestLossOnDemand(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		lose func(srv *leasetest.Server, name string)
+		want lease.LossReason
+	}{
+		{"delete", func(srv *leasetest.Server, n string) { srv.Delete(n) }, lease.LossDeleted},
+		{"take over", func(srv *leasetest.Server, n string) { srv.TakeOver(n, time.Minute) }, lease.LossTakenOver},
+		{"unreachable", func(srv *leasetest.Server, n string) { srv.SetUnreachable(true) }, lease.LossExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := leasetest.NewServer()
+				e := &ends{info: map[string]lease.EndInfo{}}
+				const ttl = 3 * time.Second
+				m := manager(t, srv, lease.WithTTL(ttl), lease.WithHooks(e.hooks()))
+				l, err := m.Acquire(context.Background(), "job")
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(ttl) // renewed meanwhile
+				if l.Err() != nil {
+					t.Fatalf("lost while nothing happened: %v", l.Err())
+				}
+				tc.lose(srv, "job")
+				lostAt := time.Now()
+				<-l.Done()
+				synctest.Wait()
+				if cause := context.Cause(l.Context()); !errors.Is(cause, lease.ErrLost) {
+					t.Fatalf("cause %v, want ErrLost", cause)
+				}
+				if got := e.of("job").Loss; got != tc.want {
+					t.Fatalf("loss reason %q, want %q", got, tc.want)
+				}
+				if took := time.Since(lostAt); took > ttl {
+					t.Fatalf("found %v after the loss (TTL %v)", took, ttl)
+				}
+				if tc.want == lease.LossExpired {
+					// Before the server could give the name away.
+					if held, left := srv.Holder("job"); !held || left <= 0 {
+						t.Fatalf("the context ended after the server's TTL (held %v, %v left)", held, left)
+					}
+					srv.SetUnreachable(false)
+				}
+			})
+		})
+	}
+}
+
+// The lease contract, in memory: one holder at a time, fences that grow,
+// Release that frees the name at once and then reports ErrNotHeld, Do,
+// Close that releases, reentrant locks; fair waiting and semaphores are
+// refused with errors.ErrUnsupported.
+func TestContract(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := leasetest.NewServer()
+		a, b := manager(t, srv), manager(t, srv)
+		ctx := context.Background()
+		l, err := a.Acquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.TryAcquire(ctx, "job"); !errors.Is(err, lease.ErrNotAcquired) {
+			t.Fatalf("TryAcquire of a held name: %v", err)
+		}
+		done := make(chan *lease.Lease)
+		go func() {
+			l2, err := b.Acquire(ctx, "job")
+			if err != nil {
+				t.Error(err)
+			}
+			done <- l2
+		}()
+		time.Sleep(5 * time.Second)
+		if err := l.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
+			t.Fatalf("second Release: %v, want ErrNotHeld", err)
+		}
+		l2 := <-done
+		if l2.Fence() <= l.Fence() {
+			t.Fatalf("fence %d after %d", l2.Fence(), l.Fence())
+		}
+		if err := b.Do(ctx, "other", func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if held, _ := srv.Holder("job"); held {
+			t.Fatal("Close left the lease held")
+		}
+
+		lk, err := reentrant.New(a).Lock(ctx, "re")
+		if err != nil {
+			t.Fatal(err)
+		}
+		inner, err := reentrant.New(a).Lock(lk.Context(), "re")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = inner.Unlock(ctx)
+		_ = lk.Unlock(ctx)
+
+		if _, err := a.Acquire(ctx, "fair", lease.WithFair(true)); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("fair acquire: %v, want errors.ErrUnsupported", err)
+		}
+		if _, err := semaphore.New(a).Acquire(ctx, "sem", 2); !errors.Is(err, errors.ErrUnsupported) {
+			t.Fatalf("permit: %v, want errors.ErrUnsupported", err)
+		}
+	})
+}
+
+// A refused request fails without being applied; Flush forgets every lease
+// yet fences keep growing.
+func TestFailAndFlush(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := leasetest.NewServer()
+		m := manager(t, srv)
+		ctx := context.Background()
+		refused := errors.New("NOPERM refused")
+		srv.Fail(func(op string) error {
+			if op == "acquire" {
+				return refused
+			}
+			return nil
+		})
+		if _, err := m.TryAcquire(ctx, "job"); !errors.Is(err, refused) {
+			t.Fatalf("refused acquire: %v", err)
+		}
+		srv.Fail(nil)
+		l, err := m.TryAcquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv.Flush()
+		time.Sleep(time.Microsecond)
+		l2, err := m.TryAcquire(ctx, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l2.Fence() <= l.Fence() {
+			t.Fatalf("fence %d after a flush, not above %d", l2.Fence(), l.Fence())
+		}
+	})
+}
