@@ -30,26 +30,34 @@ const defaultRedis = "redis://127.0.0.1:6379"
 
 // connFlags are the global flags that say how to reach Redis.
 type connFlags struct {
-	redis        string
+	redis        []string
 	passwordFile string
 	tlsCA        string
 	tlsCert      string
 	tlsKey       string
 }
 
+// redisForms is what --redis takes, for its usage and the root's help.
+const redisForms = `a URL: redis://[user[:pass]@]host:port[/db] (rediss:// for TLS), unix:///path.sock, or a bare host:port;
+redis-sentinel://[user[:pass]@]host:port[,host:port...]/master-name[?db=N] for a
+Sentinel group (rediss-sentinel:// for TLS), the addresses being the sentinels';
+redis-cluster://[user[:pass]@]host:port[,host:port...] for a Cluster, given by any
+of its nodes (rediss-cluster:// for TLS)`
+
 // addConnFlags declares them. No flag's default is read from the
 // environment: cobra prints defaults in --help, and REDIS_URL may hold a
 // password.
 func addConnFlags(cmd *cobra.Command, f *connFlags) {
 	fl := cmd.PersistentFlags()
-	fl.StringVar(&f.redis, "redis", "", "Redis URL (redis://[user[:pass]@]host:port/db, rediss://... for TLS, unix://...) or host:port; "+
-		"default $REDIS_URL, else "+defaultRedis+". A password here is visible to other users of the machine (ps, /proc): "+
+	fl.StringArrayVar(&f.redis, "redis", nil, "where Redis is: "+redisForms+"; "+
+		"default $REDIS_URL, else "+defaultRedis+". Given several times: quorum mode, one independent primary each "+
+		"(lease.NewQuorum; an odd number, at least 3). A password here is visible to other users of the machine (ps, /proc): "+
 		"give it by $REDIS_URL, --redis-password-file or $"+envPassword+" instead")
 	fl.StringVar(&f.passwordFile, "redis-password-file", "", "read the Redis password from FILE (its first line); "+
 		"the user, if any, comes from the URL (redis://USER@host:port)")
-	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the authorities that sign the server's certificate, for a rediss:// URL "+
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the authorities that sign the servers' certificates, for a rediss URL "+
 		"(default $"+envTLSCA+", else the system's)")
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of a client certificate, for a server that asks for one (mutual TLS; "+
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of a client certificate, for servers that ask for one (mutual TLS; "+
 		"default $"+envTLSCert+"); needs --tls-key")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM file of the client certificate's private key (default $"+envTLSKey+")")
 }
@@ -62,74 +70,114 @@ func orEnv(v, env string) string {
 	return os.Getenv(env)
 }
 
-// options turns the connection flags into client options, and returns the
-// secrets in them (the password) for redaction. Every error is a usage
-// error: something given is wrong.
-func (f *connFlags) options() (*redis.Options, []string, error) {
-	url := orEnv(f.redis, "REDIS_URL")
-	if url == "" {
-		url = defaultRedis
+// options turns the connection flags into targets, one per --redis (or
+// $REDIS_URL, or the default: defaulted), and returns the secrets in them
+// (the passwords) for redaction. Every error is a usage error: something
+// given is wrong, or missing.
+func (f *connFlags) options() (targets []*target, secrets []string, defaulted bool, err error) {
+	urls := f.redis
+	if len(urls) == 0 {
+		u := os.Getenv("REDIS_URL")
+		if u == "" {
+			u, defaulted = defaultRedis, true
+		}
+		urls = []string{u}
 	}
-	opts, err := parseRedis(url)
-	if err != nil {
-		return nil, nil, err
+	seen := map[string]bool{}
+	for _, u := range urls {
+		t, err := parseTarget(u)
+		if t != nil && t.password != "" {
+			secrets = append(secrets, t.password)
+		}
+		if err != nil {
+			return nil, secrets, false, err
+		}
+		if w := t.where(); seen[w] {
+			return nil, secrets, false, fmt.Errorf("%s is given twice: quorum mode needs independent servers", w)
+		} else {
+			seen[w] = true
+		}
+		targets = append(targets, t)
 	}
-	var secrets []string
-	if opts.Password != "" {
-		secrets = append(secrets, opts.Password)
-	}
+
 	password, source := "", ""
 	switch {
 	case f.passwordFile != "":
 		data, err := os.ReadFile(f.passwordFile)
 		if err != nil {
-			return nil, secrets, fmt.Errorf("--redis-password-file: %w", err)
+			return nil, secrets, false, fmt.Errorf("--redis-password-file: %w", err)
 		}
 		line, _, _ := bytes.Cut(data, []byte("\n"))
 		password, source = strings.TrimSuffix(string(line), "\r"), "--redis-password-file"
 		if password == "" {
-			return nil, secrets, fmt.Errorf("--redis-password-file %s: the first line is empty", f.passwordFile)
+			return nil, secrets, false, fmt.Errorf("--redis-password-file %s: the first line is empty", f.passwordFile)
 		}
 	case os.Getenv(envPassword) != "":
 		password, source = os.Getenv(envPassword), "$"+envPassword
 	}
 	if password != "" {
 		secrets = append(secrets, password)
-		if opts.Password != "" {
-			return nil, secrets, fmt.Errorf("two passwords: one in the Redis URL and one from %s; give one", source)
+	}
+	for _, t := range targets {
+		if password != "" {
+			if t.password != "" {
+				return nil, secrets, false, fmt.Errorf("two passwords: one in the Redis URL and one from %s; give one", source)
+			}
+			t.password = password
 		}
-		opts.Password = password
+		// go-redis would connect as the default user, without a word:
+		// a user named with no password is a mistake. (A user with
+		// nopass takes any password.)
+		if t.user != "" && t.password == "" {
+			return nil, secrets, false, fmt.Errorf("the Redis URL names user %q but no password: give it in the URL "+
+				"(USER:PASSWORD before the @, percent-encoded), in --redis-password-file FILE, or in $%s", t.user, envPassword)
+		}
 	}
 
 	ca, cert, key := orEnv(f.tlsCA, envTLSCA), orEnv(f.tlsCert, envTLSCert), orEnv(f.tlsKey, envTLSKey)
 	if ca == "" && cert == "" && key == "" {
-		return opts, secrets, nil
+		return targets, secrets, defaulted, nil
 	}
-	if opts.TLSConfig == nil {
-		return nil, secrets, errors.New("--tls-ca, --tls-cert and --tls-key (or their TENURE_TLS_* variables) need a rediss:// URL")
+	anyTLS := false
+	for _, t := range targets {
+		anyTLS = anyTLS || t.tls != nil
+	}
+	if !anyTLS {
+		return nil, secrets, false, errors.New("--tls-ca, --tls-cert and --tls-key (or their TENURE_TLS_* variables) need a rediss URL " +
+			"(rediss://, rediss-sentinel:// or rediss-cluster://)")
 	}
 	if (cert == "") != (key == "") {
-		return nil, secrets, errors.New("--tls-cert and --tls-key go together: a client certificate needs its key")
+		return nil, secrets, false, errors.New("--tls-cert and --tls-key go together: a client certificate needs its key")
 	}
+	var pool *x509.CertPool
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, secrets, fmt.Errorf("--tls-ca: %w", err)
+			return nil, secrets, false, fmt.Errorf("--tls-ca: %w", err)
 		}
-		pool := x509.NewCertPool()
+		pool = x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, secrets, fmt.Errorf("--tls-ca %s: no PEM certificate in it", ca)
+			return nil, secrets, false, fmt.Errorf("--tls-ca %s: no PEM certificate in it", ca)
 		}
-		opts.TLSConfig.RootCAs = pool
 	}
+	var pair tls.Certificate
 	if cert != "" {
-		pair, err := tls.LoadX509KeyPair(cert, key)
-		if err != nil {
-			return nil, secrets, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", cert, key, err)
+		if pair, err = tls.LoadX509KeyPair(cert, key); err != nil {
+			return nil, secrets, false, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", cert, key, err)
 		}
-		opts.TLSConfig.Certificates = []tls.Certificate{pair}
 	}
-	return opts, secrets, nil
+	for _, t := range targets {
+		if t.tls == nil {
+			continue
+		}
+		if pool != nil {
+			t.tls.RootCAs = pool
+		}
+		if cert != "" {
+			t.tls.Certificates = []tls.Certificate{pair}
+		}
+	}
+	return targets, secrets, defaulted, nil
 }
 
 // childEnv is the environment of a command run under a lease: tenure's

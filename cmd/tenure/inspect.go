@@ -53,6 +53,10 @@ type holding struct {
 	// permits, N for a free name, 0 for a name a lease or lock holds.
 	Limit int  `json:"limit,omitempty"`
 	Free  *int `json:"free,omitempty"`
+	// Nodes are each quorum node's own view (deploy.go), in quorum mode.
+	Nodes []nodeView `json:"nodes,omitempty"`
+	// token is a lease's token, never shown: quorum mode compares it.
+	token string
 }
 
 // permit is one live permit. Its token, the holder's secret, is never
@@ -87,7 +91,7 @@ func (h *holding) setLimit(n int) {
 // inspect reads names in one pipelined round trip. A lease's token is
 // never shown: it is the holder's secret; only the holder identity that
 // follows it (lease.HolderOf) is.
-func inspect(ctx context.Context, c *redis.Client, prefix string, names []string) ([]holding, error) {
+func inspect(ctx context.Context, c redis.UniversalClient, prefix string, names []string) ([]holding, error) {
 	type cmds struct {
 		typ     *redis.StatusCmd
 		pttl    *redis.DurationCmd
@@ -144,6 +148,7 @@ func inspect(ctx context.Context, c *redis.Client, prefix string, names []string
 		case "string":
 			h.Kind = "lease"
 			h.Holder = lease.HolderOf(cs.value.Val())
+			h.token = cs.value.Val()
 		case "hash":
 			h.Kind = "reentrant"
 			h.Owners = map[string]int64{}
@@ -328,7 +333,7 @@ refuses the user, tenure exits (status 78).
 				return err
 			}
 			defer client.Close()
-			hs, err := inspect(ctx, client, g.prefix, args[:1])
+			hs, err := client.inspect(ctx, g.prefix, args[:1])
 			if err != nil {
 				return g.redisFailure(fmt.Sprintf("reading %q", args[0]), err)
 			}
@@ -361,6 +366,9 @@ refuses the user, tenure exits (status 78).
 				fmt.Fprintf(tw, "leader\t%s (term %d)\n", h.Leader.Identity, h.Leader.Fence)
 			}
 			fmt.Fprintf(tw, "waiting\t%d\n", h.Waiting)
+			for _, n := range h.Nodes {
+				fmt.Fprintf(tw, "node\t%s\n", n.text())
+			}
 			return tw.Flush()
 		},
 	}
@@ -406,14 +414,14 @@ that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.
 				return err
 			}
 			defer client.Close()
-			names, err := scanNames(ctx, client, g.prefix, pattern)
+			names, err := client.scanNames(ctx, g.prefix, pattern)
 			if err != nil {
 				return g.redisFailure("scanning", err)
 			}
 			hs := []holding{}
 			for len(names) > 0 {
 				n := min(len(names), 500)
-				batch, err := inspect(ctx, client, g.prefix, names[:n])
+				batch, err := client.inspect(ctx, g.prefix, names[:n])
 				if err != nil {
 					return g.redisFailure("reading", err)
 				}
@@ -441,7 +449,7 @@ that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.
 }
 
 // scanNames finds the names whose lock keys exist and match pattern, sorted.
-func scanNames(ctx context.Context, c *redis.Client, prefix, pattern string) ([]string, error) {
+func scanNames(ctx context.Context, c redis.Cmdable, prefix, pattern string) ([]string, error) {
 	l := keys.Layout{Prefix: prefix}
 	match := keys.Layout{Prefix: escapeGlob(prefix)}.Lease(pattern)
 	seen := map[string]bool{}
@@ -520,7 +528,7 @@ kept, so the next holder's fence is still larger than every earlier one.
 			defer client.Close()
 			l := keys.Layout{Prefix: g.prefix}
 			k := l.Lease(name)
-			res, err := forceRelease.Run(ctx, client, []string{k, l.Fence(name), l.Permits(name)}, l.Channel(name)).Slice()
+			res, err := g.forceRelease(ctx, client, []string{k, l.Fence(name), l.Permits(name)}, l.Channel(name))
 			if err != nil {
 				return g.redisFailure(fmt.Sprintf("releasing %q (the release --force script)", name), err)
 			}

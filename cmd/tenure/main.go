@@ -9,11 +9,24 @@
 //	tenure release --force NAME         take NAME from whoever holds it (operators)
 //	tenure version                      the version, commit and Go it was built with
 //
-// The Redis server comes from --redis or $REDIS_URL (redis://, rediss:// or
-// unix:// URLs as go-redis parses them, or a bare host:port), else
-// redis://127.0.0.1:6379; the password from the URL, --redis-password-file
-// or $TENURE_REDIS_PASSWORD; TLS files from --tls-ca, --tls-cert and
-// --tls-key (or $TENURE_TLS_CA, $TENURE_TLS_CERT, $TENURE_TLS_KEY). Exit
+// The Redis deployment comes from --redis or $REDIS_URL, else
+// redis://127.0.0.1:6379:
+//
+//	redis://[user[:pass]@]host:port[/db], rediss://... (TLS), unix:///path.sock, host:port
+//	    one server (URLs as go-redis parses them)
+//	redis-sentinel://[user[:pass]@]host:port[,host:port...]/master-name[?db=N]
+//	    a Sentinel group, by its sentinels' addresses (rediss-sentinel:// for TLS)
+//	redis-cluster://[user[:pass]@]host:port[,host:port...]
+//	    a Cluster, by any of its nodes (rediss-cluster:// for TLS)
+//
+// --redis given several times is quorum mode (lease.NewQuorum): each value is
+// one independent primary; status and list show the majority's view and each
+// node's, release --force runs on every node, and elect and run -n are refused.
+// The password comes from the URL, --redis-password-file or
+// $TENURE_REDIS_PASSWORD (for every URL without one of its own; a URL that names
+// a user without any password is a usage error); TLS files from --tls-ca,
+// --tls-cert and --tls-key (or $TENURE_TLS_CA, $TENURE_TLS_CERT,
+// $TENURE_TLS_KEY), for every rediss URL. Exit
 // status 78 means that Redis refused the user (permissions, password, or a
 // TLS certificate). -v logs what the lease does to stderr (-vv every
 // renewal too). Durations take a unit ("30s", "1m", "500ms"). Run "tenure
@@ -29,7 +42,6 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -179,19 +191,35 @@ func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 		Long: `tenure runs commands under auto-renewing leases on Redis, elects one leader among
 several processes, and shows and releases the leases that are held.
 
-The Redis server comes from --redis or $REDIS_URL: a redis://, rediss:// (TLS) or
-unix:// URL, or a bare host:port; the default is redis://127.0.0.1:6379. Every
-duration takes a unit: "30s", "1m", "500ms".
+Redis comes from --redis or $REDIS_URL; the default is redis://127.0.0.1:6379.
+Every duration takes a unit: "30s", "1m", "500ms". --redis takes
+` + redisForms + `.
+
+A Sentinel URL's user and password authenticate to the data nodes; the
+sentinels themselves are reached without a password. Over a Cluster, "list"
+scans every primary.
+
+Quorum mode: --redis given several times (at least 3, an odd number) names
+independent primaries, and a lease is held when a majority of them hold it
+(lease.NewQuorum, the Redlock algorithm). "status" and "list" read every node and
+show the majority's view (a name is held when a majority holds the same lease;
+its fence is the largest among them, its TTL the shortest), and status shows
+each node's own view too; "release --force" deletes on every node and succeeds
+when a majority answered; "elect" and "run -n" are refused (quorum mode has no
+leader record and no semaphore). $REDIS_URL names one deployment only.
 
 The password comes from the URL (redis://USER:PASSWORD@host:port), from
 --redis-password-file FILE, or from $TENURE_REDIS_PASSWORD, with the user, if
-any, in the URL (redis://USER@host:port); two of them at once is a usage error.
+any, in the URL (redis://USER@host:port); two of them at once is a usage error,
+and so is a user with no password (a user with nopass takes any). The file and
+the variable serve every --redis without a password of its own.
 A password in --redis is visible to every user of the machine (ps, /proc):
 prefer $REDIS_URL, the file, or the variable. tenure never prints it: its
 errors and -v logs hide the user information of every URL. The commands tenure
 runs do not get $TENURE_REDIS_PASSWORD.
 
-Over TLS (a rediss:// URL), --tls-ca (or $TENURE_TLS_CA) is a PEM file of the
+Over TLS (a rediss URL: rediss://, rediss-sentinel://, rediss-cluster://;
+the files serve each of them), --tls-ca (or $TENURE_TLS_CA) is a PEM file of the
 authorities to trust for the server's certificate (default: the system's), and
 --tls-cert and --tls-key ($TENURE_TLS_CERT, $TENURE_TLS_KEY) a client
 certificate and its key, for a server that asks for one. docs/security.md
@@ -248,30 +276,6 @@ func parseRedis(s string) (*redis.Options, error) {
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
 	return opts, nil
-}
-
-// connect returns a client for --redis that answered a PING.
-func (g *globals) connect(ctx context.Context) (*redis.Client, error) {
-	opts, secrets, err := g.conn.options()
-	g.stderr.add(secrets...)
-	if err != nil {
-		return nil, fail(exitUsage, "%v", err)
-	}
-	g.user = opts.Username
-	if err := checkPrefix(g.prefix); err != nil {
-		return nil, fail(exitUsage, "%v", err)
-	}
-	opts.ContextTimeoutEnabled = true
-	opts.DialTimeout = 3 * time.Second
-	opts.MaxRetries = 1
-	client := redis.NewClient(opts)
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := client.Ping(pctx).Err(); err != nil {
-		client.Close()
-		return nil, g.redisFailure(fmt.Sprintf("redis at %s", opts.Addr), err)
-	}
-	return client, nil
 }
 
 func checkPrefix(p string) error {

@@ -390,7 +390,7 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	sigs := newSigRouter(cancel, stderr)
 	defer sigs.stop()
 
-	client, err := g.connect(ctx)
+	client, err := g.connectFor(ctx, permitsFeature(permits))
 	if err != nil {
 		return err
 	}
@@ -400,7 +400,7 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	w.permit = permits > 0
 	// The library's own logger stays silent: the hooks log the same events
 	// (a loss with its reason) for -v, and tenure reports a loss anyway.
-	m, err := lease.New(client, lease.WithKeyPrefix(g.prefix), lease.WithTTL(ttl), lease.WithHolder(holder),
+	m, err := client.newManager(lease.WithKeyPrefix(g.prefix), lease.WithTTL(ttl), lease.WithHolder(holder),
 		lease.WithLogger(slog.New(slog.DiscardHandler)), lease.WithHooks(w.hooks()))
 	if err != nil {
 		return fail(exitUsage, "%v", err)
@@ -434,12 +434,12 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	var l *lease.Lease
 	switch {
 	case wait.forever:
-		l, err = take(ctx, true)
+		l, err = g.retrying(ctx, take)
 	case wait.d == 0:
 		l, err = take(ctx, false)
 	default:
 		wctx, wcancel := context.WithTimeout(ctx, wait.d)
-		l, err = take(wctx, true)
+		l, err = g.retrying(wctx, take)
 		wcancel()
 	}
 	if err != nil {
@@ -627,19 +627,19 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 	sigs := newSigRouter(cancel, stderr)
 	defer sigs.stop()
 
-	client, err := g.connect(ctx)
+	client, err := g.connectFor(ctx, "elect")
 	if err != nil {
 		return err
 	}
 	defer client.Close()
 	w := newLeaseWatch(g.log, time.Duration(f.ttl))
-	m, err := lease.New(client, lease.WithKeyPrefix(g.prefix), lease.WithLogger(slog.New(slog.DiscardHandler)),
+	m, err := client.newManager(lease.WithKeyPrefix(g.prefix), lease.WithLogger(slog.New(slog.DiscardHandler)),
 		lease.WithHooks(w.hooks()))
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
-	e, err := election.New(election.Config{Manager: m, Client: client, KeyPrefix: g.prefix, Name: name,
+	e, err := election.New(election.Config{Manager: m, Client: client.one(), KeyPrefix: g.prefix, Name: name,
 		Identity: identity, TTL: time.Duration(f.ttl), ReleaseTimeout: releaseTimeout})
 	if err != nil {
 		return fail(exitUsage, "%v", err)

@@ -14,8 +14,6 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tenure-go/tenure/election"
 )
 
@@ -91,9 +89,9 @@ func (h holding) holder() string {
 // watchClient connects for a watch that lasts until SIGINT or SIGTERM: it
 // returns the watch's context and client, and done, which closes both. With
 // no client, err is what to return: nil when a signal ended the connect.
-func watchClient(g *globals) (context.Context, *redis.Client, func(), error) {
+func watchClient(g *globals, feature string) (context.Context, *conns, func(), error) {
 	ctx, stop := untilSignal()
-	client, err := g.connect(ctx)
+	client, err := g.connectFor(ctx, feature)
 	if err != nil {
 		stop()
 		if ctx.Err() != nil {
@@ -109,7 +107,7 @@ func watchClient(g *globals) (context.Context, *redis.Client, func(), error) {
 // SIGTERM. A Redis that fails is reported once and read again every
 // interval: a watch outlives a restart of Redis.
 func watchStatus(g *globals, names []string, interval time.Duration, permits int, asJSON bool, out, stderr io.Writer) error {
-	ctx, client, done, err := watchClient(g)
+	ctx, client, done, err := watchClient(g, "")
 	if client == nil {
 		return err
 	}
@@ -121,7 +119,7 @@ func watchStatus(g *globals, names []string, interval time.Duration, permits int
 	defer tick.Stop()
 	for {
 		rctx, cancel := context.WithTimeout(ctx, readTimeout)
-		hs, err := inspect(rctx, client, g.prefix, names)
+		hs, err := client.inspect(rctx, g.prefix, names)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
@@ -172,13 +170,13 @@ func watchStatus(g *globals, names []string, interval time.Duration, permits int
 // leader, as package election's Observe reports them, until SIGINT or
 // SIGTERM.
 func observeLeader(g *globals, name string, out io.Writer) error {
-	ctx, client, done, err := watchClient(g)
+	ctx, client, done, err := watchClient(g, "elect")
 	if client == nil {
 		return err
 	}
 	defer done()
 	// Without a Manager and an Identity an Election only observes.
-	e, err := election.New(election.Config{Client: client, KeyPrefix: g.prefix, Name: name})
+	e, err := election.New(election.Config{Client: client.one(), KeyPrefix: g.prefix, Name: name})
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/lease"
+)
+
+func TestParseTarget(t *testing.T) {
+	for _, tc := range []struct {
+		in                   string
+		kind, master         string
+		addrs                []string
+		db                   int
+		user, password       string
+		tls                  bool
+		singleAddr, errMatch string
+	}{
+		{in: "redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster", kind: kindSentinel, master: "mymaster",
+			addrs: []string{"127.0.0.1:26379", "127.0.0.1:26380"}},
+		{in: "rediss-sentinel://u:p%40ss@h1:1/m?db=3", kind: kindSentinel, master: "m", addrs: []string{"h1:1"}, db: 3,
+			user: "u", password: "p@ss", tls: true},
+		{in: "redis-cluster://:pw@[::1]:7000,127.0.0.1:7001", kind: kindCluster, addrs: []string{"[::1]:7000", "127.0.0.1:7001"}, password: "pw"},
+		{in: "rediss-cluster://u:pw@h:7000/", kind: kindCluster, addrs: []string{"h:7000"}, user: "u", password: "pw", tls: true},
+		{in: "redis://u:pw@h:6379/2", kind: kindServer, user: "u", password: "pw", singleAddr: "h:6379"},
+		{in: "h:6379", kind: kindServer, singleAddr: "h:6379"},
+		{in: "redis-sentinel://h:1", errMatch: "the path must be the master name"},
+		{in: "redis-sentinel://h:1/m/x", errMatch: "the path must be the master name"},
+		{in: "redis-sentinel://h:1/m?db=x", errMatch: `db="x" is no database number`},
+		{in: "redis-sentinel://h:1/m?dial_timeout=1", errMatch: "the only query parameter is db=N"},
+		{in: "redis-cluster://h:1/2", errMatch: "a Cluster URL takes no path"},
+		{in: "redis-cluster://h:1,h/", errMatch: `"h" is not host:port`},
+		{in: "redis-cluster://h:1,,h:2", errMatch: `"" is not host:port`},
+		{in: "redis-cluster://h:99999", errMatch: "no port from 1 to 65535"},
+		{in: "redis-cluster://", errMatch: "is not host:port"},
+		{in: "redis-cluster://u:secret%zz@h:1", errMatch: "not shown: it has user information"},
+		{in: "redis-cluster://u:secretpw@h", errMatch: "not shown: it has user information"},
+	} {
+		got, err := parseTarget(tc.in)
+		if tc.errMatch != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.errMatch) {
+				t.Errorf("parseTarget(%q): error %v, want one with %q", tc.in, err, tc.errMatch)
+			}
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Errorf("parseTarget(%q): the error shows the password: %v", tc.in, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("parseTarget(%q): %v", tc.in, err)
+			continue
+		}
+		if got.kind != tc.kind || got.master != tc.master || got.db != tc.db || got.user != tc.user ||
+			got.password != tc.password || (got.tls != nil) != tc.tls || fmt.Sprint(got.addrs) != fmt.Sprint(tc.addrs) {
+			t.Errorf("parseTarget(%q) = %+v", tc.in, got)
+		}
+		if tc.singleAddr != "" && got.opts.Addr != tc.singleAddr {
+			t.Errorf("parseTarget(%q): address %q", tc.in, got.opts.Addr)
+		}
+	}
+}
+
+// TestConnUsageErrors: mistakes in the connection flags are usage errors
+// that say what to do, before any connection.
+func TestConnUsageErrors(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		env  []string
+		args []string
+		msg  string
+	}{
+		{"a user without a password", []string{"REDIS_URL=redis://someone@127.0.0.1:1"}, nil,
+			"names user \"someone\" but no password: give it in the URL (USER:PASSWORD before the @, percent-encoded), " +
+				"in --redis-password-file FILE, or in $TENURE_REDIS_PASSWORD"},
+		{"a Sentinel user without a password", nil, []string{"--redis", "redis-sentinel://someone@127.0.0.1:1/m"}, "but no password"},
+		{"a Cluster user without a password", nil, []string{"--redis", "redis-cluster://someone@127.0.0.1:1"}, "but no password"},
+		{"the same server twice", nil, []string{"--redis", "127.0.0.1:1", "--redis", "redis://127.0.0.1:1"}, "is given twice"},
+		{"TLS files without TLS", []string{"TENURE_TLS_CA=/nonexistent"}, []string{"--redis", "redis-cluster://127.0.0.1:1"},
+			"need a rediss URL"},
+		{"a quorum election", nil, []string{"--redis", "127.0.0.1:1", "--redis", "127.0.0.1:2", "--redis", "127.0.0.1:3"},
+			"elect is not supported in quorum mode"},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			args := append(tc.args, "status", "x")
+			if strings.Contains(tc.msg, "elect") {
+				args = append(tc.args, "elect", "x", "--", "true")
+			}
+			code, _, stderr := result(t, on(tc.env, args...))
+			if code != exitUsage || !strings.Contains(stderr, tc.msg) {
+				t.Errorf("status %d, want %d with %q: %s", code, exitUsage, tc.msg, stderr)
+			}
+		})
+	}
+}
+
+// TestDefaultAddressHint: with neither --redis nor REDIS_URL, a refused
+// connection to the default address says how to name another.
+func TestDefaultAddressHint(t *testing.T) {
+	if c, err := net.DialTimeout("tcp", "127.0.0.1:6379", time.Second); err == nil {
+		c.Close()
+		t.Skip("something listens on 127.0.0.1:6379")
+	}
+	code, _, stderr := result(t, on(nil, "status", "x"))
+	if code != exitRedis || !strings.Contains(stderr, "no --redis and no REDIS_URL were given") ||
+		!strings.Contains(stderr, "set --redis or REDIS_URL") {
+		t.Errorf("status %d: %s", code, stderr)
+	}
+	code, _, stderr = result(t, on([]string{"REDIS_URL=redis://127.0.0.1:6379"}, "status", "x"))
+	if code != exitRedis || strings.Contains(stderr, "set --redis or REDIS_URL") {
+		t.Errorf("with REDIS_URL given: status %d: %s", code, stderr)
+	}
+}
+
+// deployRound runs each operator and holder command of tenure against the
+// deployment redisArgs (--redis flags) name, with env: run, elect (refused
+// in quorum mode), a holder, status, list, release --force of the holder,
+// which then exits 77. It returns every stderr written.
+func deployRound(t *testing.T, redisArgs, env []string, tag string, quorum bool) string {
+	t.Helper()
+	var all strings.Builder
+	check := func(want int, args ...string) string {
+		t.Helper()
+		code, out, stderr := result(t, on(env, append(append([]string(nil), redisArgs...), args...)...))
+		all.WriteString(stderr)
+		if code != want {
+			t.Fatalf("%v: status %d, want %d; stderr: %s", args, code, want, stderr)
+		}
+		return out
+	}
+	check(0, "run", "--ttl", "5s", tag+"-run", "--", "true")
+	if quorum {
+		check(exitUsage, "elect", "--ttl", "5s", tag+"-elect", "--", "true")
+		check(exitUsage, "run", "-n", "2", tag+"-sem", "--", "true")
+	} else {
+		check(0, "elect", "--ttl", "5s", "--identity", "e-"+tag, tag+"-elect", "--", "true")
+	}
+
+	held := filepath.Join(t.TempDir(), "held")
+	loop := `echo up >> "$1"; while :; do sleep 0.05; done`
+	holder := on(env, append(append([]string(nil), redisArgs...),
+		"run", "--ttl", "5s", "--holder", "h-"+tag, tag+"-held", "--", "sh", "-c", loop, "sh", held)...)
+	var holderErr bytes.Buffer
+	holder.Stderr = &holderErr
+	startBackground(t, holder)
+	waitFile(t, held, 1, 30*time.Second)
+
+	out := check(0, "status", tag+"-held")
+	if !regexp.MustCompile(`kind\s+lease`).MatchString(out) || !strings.Contains(out, "h-"+tag) {
+		t.Errorf("status while held:\n%s", out)
+	}
+	if quorum && strings.Count(out, "\nnode ") != 3 {
+		t.Errorf("status in quorum mode shows no line for each node:\n%s", out)
+	}
+	out = check(0, "list", tag+"-*")
+	if !strings.Contains(out, tag+"-held") || !strings.Contains(out, "h-"+tag) || strings.Contains(out, tag+"-run") {
+		t.Errorf("list:\n%s", out)
+	}
+	out = check(0, "release", "--force", tag+"-held")
+	if !strings.Contains(out, fmt.Sprintf("removed the lease on %q", tag+"-held")) {
+		t.Errorf("release --force:\n%s", out)
+	}
+	if code := exitOf(t, holder, 60*time.Second); code != exitLost {
+		t.Errorf("the holder exited %d after release --force, want %d: %s", code, exitLost, holderErr.String())
+	}
+	all.WriteString(holderErr.String())
+	out = check(0, "status", tag+"-held")
+	if !regexp.MustCompile(`kind\s+free`).MatchString(out) {
+		t.Errorf("status after release --force:\n%s", out)
+	}
+	return all.String()
+}
+
+// aclSetUser gives every server the least-privilege tenure user of
+// docs/security.md, plus the extra commands.
+func aclSetUser(t *testing.T, servers []*redistest.Server, user, password string, extra ...string) {
+	t.Helper()
+	for _, s := range servers {
+		c := s.NewClient()
+		var args []any
+		for _, f := range strings.Fields(redistest.ACLRule(user, password, "tenure:")) {
+			args = append(args, f)
+		}
+		for _, e := range extra {
+			args = append(args, e)
+		}
+		err := c.Do(context.Background(), args...).Err()
+		c.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", s.Addr(), err)
+		}
+	}
+}
+
+func TestSentinelCLI(t *testing.T) {
+	g := redistest.NewSentinel(t, 1, 3)
+	url := "redis-sentinel://" + strings.Join(g.SentinelAddrs(), ",") + "/" + g.MasterName()
+	t.Run("default user", func(t *testing.T) {
+		deployRound(t, []string{"--redis", url}, nil, "sen", false)
+	})
+	t.Run("ACL user", func(t *testing.T) {
+		const user, pw = "tenure-sen", "sentinel-pw-1234"
+		aclSetUser(t, g.Servers(), user, pw)
+		aclURL := strings.Replace(url, "://", "://"+user+"@", 1)
+		stderr := deployRound(t, nil, []string{"REDIS_URL=" + aclURL, "TENURE_REDIS_PASSWORD=" + pw}, "sen-acl", false)
+		if strings.Contains(stderr, "NOPERM") || strings.Contains(stderr, pw) {
+			t.Errorf("stderr:\n%s", stderr)
+		}
+		// A wrong password is a refusal, and never shown.
+		code, _, stderr := result(t, on([]string{"REDIS_URL=" + strings.Replace(url, "://", "://"+user+":wrong-pw-5678@", 1)}, "status", "x"))
+		if code != exitRefused || strings.Contains(stderr, "wrong-pw-5678") {
+			t.Errorf("a wrong password: status %d: %s", code, stderr)
+		}
+	})
+	t.Run("failover while waiting", func(t *testing.T) {
+		c := g.FailoverClient(t)
+		m, err := lease.New(c, lease.WithLogger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		l, err := m.TryAcquire(context.Background(), "sen-failover", lease.WithTTL(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran := filepath.Join(t.TempDir(), "ran")
+		waiter := on(nil, "--redis", url, "-v", "run", "--wait", "2m", "sen-failover", "--", "sh", "-c", `echo ran >> "$1"`, "sh", ran)
+		var stderr bytes.Buffer
+		waiter.Stderr = &stderr
+		startBackground(t, waiter)
+		if err := g.Failover(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(ran); err == nil {
+			t.Fatal("the waiter ran while the name was held")
+		}
+		// The lease may or may not have reached the new primary before
+		// the failover; either way, once it is released the waiter runs.
+		_ = l.Release(context.Background())
+		if code := exitOf(t, waiter, 2*time.Minute); code != 0 {
+			t.Fatalf("the waiter exited %d: %s", code, stderr.String())
+		}
+		waitFile(t, ran, 1, time.Second)
+	})
+}
+
+func TestClusterCLI(t *testing.T) {
+	cl := redistest.NewCluster(t, 3, 0)
+	url := "redis-cluster://" + strings.Join(cl.Addrs()[:2], ",")
+	t.Run("default user", func(t *testing.T) {
+		deployRound(t, []string{"--redis", url}, nil, "clu", false)
+	})
+	t.Run("list scans every primary", func(t *testing.T) {
+		c := cl.Client(t)
+		m, err := lease.New(c, lease.WithLogger(quietLogger()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		owners := map[string]bool{}
+		var names []string
+		for i := 0; i < 12; i++ {
+			name := fmt.Sprintf("clu-many-%02d", i)
+			if _, err := m.TryAcquire(context.Background(), name); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, name)
+			slot := redisSlotOwner(t, c, "tenure:{"+name+"}")
+			owners[slot] = true
+		}
+		if len(owners) < 2 {
+			t.Fatalf("the names all live on one primary: %v", owners)
+		}
+		code, out, stderr := result(t, on(nil, "--redis", url, "list", "clu-many-*"))
+		if code != 0 {
+			t.Fatalf("list: %d %s", code, stderr)
+		}
+		for _, n := range names {
+			if !strings.Contains(out, n) {
+				t.Errorf("list misses %s:\n%s", n, out)
+			}
+		}
+	})
+	t.Run("ACL user", func(t *testing.T) {
+		const user, pw = "tenure-clu", "cluster-pw-1234"
+		// A Cluster client also reads the slot map (CLUSTER SLOTS) and
+		// the command table (COMMAND), as docs/security.md says.
+		aclSetUser(t, cl.Nodes(), user, pw, "+cluster|slots", "+command")
+		file := filepath.Join(t.TempDir(), "pw")
+		if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		aclURL := strings.Replace(url, "://", "://"+user+"@", 1)
+		stderr := deployRound(t, []string{"--redis", aclURL, "--redis-password-file", file}, nil, "clu-acl", false)
+		if strings.Contains(stderr, "NOPERM") {
+			t.Errorf("stderr:\n%s", stderr)
+		}
+		for _, n := range cl.Nodes() {
+			if log := n.ACLLog(t); len(log) > 0 {
+				t.Errorf("%s: the ACL LOG has refusals:\n%s", n.Addr(), strings.Join(log, "\n"))
+			}
+		}
+	})
+}
+
+// redisSlotOwner is the address of the primary that owns key's slot.
+func redisSlotOwner(t *testing.T, c *redis.ClusterClient, key string) string {
+	t.Helper()
+	owner := ""
+	err := c.ForEachMaster(context.Background(), func(ctx context.Context, m *redis.Client) error {
+		if n, err := m.Exists(ctx, key).Result(); err == nil && n == 1 {
+			owner = m.Options().Addr
+		}
+		return nil
+	})
+	if err != nil || owner == "" {
+		t.Fatalf("no primary holds %s: %v", key, err)
+	}
+	return owner
+}
+
+func TestQuorumCLI(t *testing.T) {
+	var servers []*redistest.Server
+	var args []string
+	for range 3 {
+		s := redistest.Start(t)
+		servers = append(servers, s)
+		args = append(args, "--redis", s.URL())
+	}
+	deployRound(t, args, nil, "quo", true)
+
+	// The lease is on every node, under one token.
+	code, _, stderr := result(t, on(nil, append(append([]string(nil), args...), "run", "quo-each", "--", "sh", "-c",
+		`exit 0`)...))
+	if code != 0 {
+		t.Fatalf("run: %d %s", code, stderr)
+	}
+	for _, s := range servers {
+		if n := s.Client(t).Exists(context.Background(), "tenure:{quo-each}:fence").Val(); n != 1 {
+			t.Errorf("%s has no fence counter of quo-each", s.Addr())
+		}
+	}
+
+	// A minority down: tenure goes on, and says so.
+	if err := servers[2].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = result(t, on(nil, append(append([]string(nil), args...), "run", "quo-minority", "--", "true")...))
+	if code != 0 || !strings.Contains(stderr, "going on with the 2 of 3 nodes that answered") {
+		t.Errorf("run with a node down: %d %s", code, stderr)
+	}
+	code, out, stderr := result(t, on(nil, append(append([]string(nil), args...), "status", "quo-minority")...))
+	if code != 0 || !strings.Contains(out, "no answer") {
+		t.Errorf("status with a node down: %d %s %s", code, out, stderr)
+	}
+	// A majority down: Redis is unreachable.
+	if err := servers[1].Kill(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = result(t, on(nil, append(append([]string(nil), args...), "status", "quo-minority")...))
+	if code != exitRedis || !strings.Contains(stderr, "1 of 3 nodes answered, a majority is 2") {
+		t.Errorf("status with two nodes down: %d %s", code, stderr)
+	}
+}
+
+// TestQuorumTLSACL: quorum mode over three TLS servers with client
+// certificates, as an ACL user whose password comes from the environment
+// (redistest's Sentinel and Cluster cannot do TLS).
+func TestQuorumTLSACL(t *testing.T) {
+	certs := redistest.MustCerts(t)
+	const user, pw = "tenure-quo", "quorum-pw-1234"
+	var servers []*redistest.Server
+	var args []string
+	for range 3 {
+		s := redistest.Start(t, redistest.Config{TLS: &redistest.TLS{Certs: certs, AuthClients: "yes"}})
+		servers = append(servers, s)
+		args = append(args, "--redis", userURL(s, user))
+	}
+	aclSetUser(t, servers, user, pw)
+	s := servers[0]
+	env := []string{"TENURE_REDIS_PASSWORD=" + pw, "TENURE_TLS_CA=" + s.TLSFile("ca.crt"),
+		"TENURE_TLS_CERT=" + s.TLSFile("client.crt"), "TENURE_TLS_KEY=" + s.TLSFile("client.key")}
+	stderr := deployRound(t, args, env, "quo-tls", true)
+	if strings.Contains(stderr, "NOPERM") || strings.Contains(stderr, pw) {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	for _, s := range servers {
+		if log := s.ACLLog(t); len(log) > 0 {
+			t.Errorf("%s: the ACL LOG has refusals:\n%s", s.Addr(), strings.Join(log, "\n"))
+		}
+	}
+}
