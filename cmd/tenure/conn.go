@@ -49,7 +49,7 @@ of its nodes (rediss-cluster:// for TLS)`
 // password.
 func addConnFlags(cmd *cobra.Command, f *connFlags) {
 	fl := cmd.PersistentFlags()
-	fl.StringArrayVar(&f.redis, "redis", nil, "where Redis is: "+redisForms+"; "+
+	fl.StringArrayVar(&f.redis, "redis", nil, "where Redis is: "+strings.ReplaceAll(redisForms, "\n", " ")+"; "+
 		"default $REDIS_URL, else "+defaultRedis+". Given several times: quorum mode, one independent primary each "+
 		"(lease.NewQuorum; an odd number, at least 3). A password here is visible to other users of the machine (ps, /proc): "+
 		"give it by $REDIS_URL, --redis-password-file or $"+envPassword+" instead")

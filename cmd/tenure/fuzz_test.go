@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -65,6 +66,56 @@ func FuzzParseRedis(f *testing.F) {
 		}
 		if !strings.Contains(s, "://") && opts.Addr != s {
 			t.Fatalf("parseRedis(%q): host:port became %q", s, opts.Addr)
+		}
+	})
+}
+
+// FuzzParseTarget: every form --redis takes parses into a deployment with
+// somewhere to connect, or into an error that never shows a password.
+func FuzzParseTarget(f *testing.F) {
+	for _, s := range []string{
+		"redis-sentinel://127.0.0.1:26379,127.0.0.1:26380/mymaster", "rediss-sentinel://u:pw@h:1/m?db=2",
+		"redis-sentinel://h:1", "redis-sentinel://h:1/m?db=-1", "redis-cluster://127.0.0.1:7000,[::1]:7001",
+		"rediss-cluster://u:pw@h:7000/", "redis-cluster://h:1/0", "redis-cluster://u:p%zz@h:1", "redis-cluster://,",
+		"redis://127.0.0.1:6379", "localhost:6379", "REDIS-CLUSTER://h:1", "redis-sentinel://u:secret@h:1/m#x",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tg, err := parseTarget(s)
+		if err != nil {
+			if tg != nil {
+				t.Fatal("a target with an error")
+			}
+			if at := strings.LastIndex(s, "@"); at >= 0 {
+				if _, rest, ok := strings.Cut(s[:at], "://"); ok && len(rest) >= 4 && strings.Contains(err.Error(), rest) {
+					t.Fatalf("parseTarget(%q): the error shows the user information: %v", s, err)
+				}
+			}
+			return
+		}
+		switch tg.kind {
+		case kindServer:
+			if tg.opts == nil || tg.opts.Addr == "" {
+				t.Fatalf("parseTarget(%q): no address", s)
+			}
+		case kindSentinel, kindCluster:
+			if len(tg.addrs) == 0 {
+				t.Fatalf("parseTarget(%q): no address", s)
+			}
+			for _, a := range tg.addrs {
+				if _, _, err := net.SplitHostPort(a); err != nil {
+					t.Fatalf("parseTarget(%q): address %q: %v", s, a, err)
+				}
+			}
+			if (tg.kind == kindSentinel) != (tg.master != "") {
+				t.Fatalf("parseTarget(%q): kind %s with master %q", s, tg.kind, tg.master)
+			}
+		default:
+			t.Fatalf("parseTarget(%q): kind %q", s, tg.kind)
+		}
+		if strings.Contains(tg.where(), "@") && !strings.Contains(tg.master, "@") {
+			t.Fatalf("parseTarget(%q): where %q shows user information", s, tg.where())
 		}
 	})
 }
