@@ -109,7 +109,7 @@ func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireCon
 		return nil, overloaded(req.Name, nil)
 	}
 	*attempts++
-	req.Token = m.token()
+	req.Token = m.token(a)
 	l, res, err := m.try(ctx, req, a)
 	switch {
 	case err != nil:
@@ -179,7 +179,7 @@ func (m *Manager) newWait(req backend.Request, a acquireConfig, attempts *int) w
 	if a.fair {
 		// One token for the whole wait: it is the waiter's place in the
 		// queue.
-		req.Token = m.token()
+		req.Token = m.token(a)
 		req.Queue = a.queue
 	}
 	return wait{m: m, a: a, req: req, attempts: attempts}
@@ -246,7 +246,7 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 	m := w.m
 	*w.attempts++
 	if !w.a.fair {
-		w.req.Token = m.token()
+		w.req.Token = m.token(w.a)
 	}
 	l, res, err := m.try(ctx, w.req, w.a)
 	w.held = err == nil && !res.Acquired && !res.Retired
@@ -279,7 +279,7 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 		// before that release deletes the key, or be refused until the
 		// retirement expires: go on with a new one (the old one left the
 		// queue when it took the name, or when it was retired).
-		w.req.Token = m.token()
+		w.req.Token = m.token(w.a)
 		w.queued = false
 	default:
 		w.queued = w.a.fair

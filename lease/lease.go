@@ -117,17 +117,39 @@ func (l *Lease) Holder() string {
 	return HolderOf(l.token)
 }
 
-// holderSep separates a token's random part from the holder identity.
-const holderSep = "."
+// holderSep separates a token's random part from the holder identity,
+// and metadataSep what comes before from the metadata: a character that
+// neither an identity nor metadata may hold (both are printable).
+const (
+	holderSep   = "."
+	metadataSep = "\x1e"
+)
 
 // HolderOf returns the holder identity in a lease's token or stored value
 // (what GET of its key returns): the part after the random hex, or "" when
 // there is none, as for leases of a manager without WithHolder.
 func HolderOf(token string) string {
+	token, _, _ = strings.Cut(token, metadataSep)
 	if i := strings.Index(token, holderSep); i >= 0 {
 		return token[i+len(holderSep):]
 	}
 	return ""
+}
+
+// MetadataOf returns the metadata in a lease's token or stored value
+// (WithMetadata), or "" when it has none.
+func MetadataOf(token string) string {
+	_, md, _ := strings.Cut(token, metadataSep)
+	return md
+}
+
+// Metadata returns the metadata the lease was acquired with (WithMetadata),
+// or "".
+func (l *Lease) Metadata() string {
+	if l == nil {
+		return ""
+	}
+	return MetadataOf(l.token)
 }
 
 // Fence returns the fencing token of this acquisition: strictly greater

@@ -352,12 +352,17 @@ func (m *Manager) releaseAll(items []backend.Item) error {
 }
 
 // token returns a new lease token: random (newToken), followed by the
-// manager's holder identity when it has one (WithHolder).
-func (m *Manager) token() string {
-	if m.cfg.holder == "" {
-		return newToken()
+// manager's holder identity when it has one (WithHolder), and the
+// acquisition's metadata when it has some (WithMetadata).
+func (m *Manager) token(a acquireConfig) string {
+	t := newToken()
+	if m.cfg.holder != "" {
+		t += holderSep + m.cfg.holder
 	}
-	return newToken() + holderSep + m.cfg.holder
+	if a.metadata != "" {
+		t += metadataSep + a.metadata
+	}
+	return t
 }
 
 // newToken returns 128 random bits from crypto/rand, hex-encoded.

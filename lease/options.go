@@ -77,6 +77,7 @@ type acquireConfig struct {
 	newBackOff func() backoff.BackOff
 	fair       bool
 	queue      time.Duration // how long the fair queue keeps a waiter between attempts
+	metadata   string        // WithMetadata; "" for none
 
 	// Set for packages reentrant and semaphore, through internal/bridge.
 	holding
@@ -216,6 +217,44 @@ func (o autoRenewOption) applyAcquire(a *acquireConfig) error {
 // then lives for its TTL unless extended with Lease.Extend, and its context
 // is still cancelled at its local deadline.
 func WithAutoRenew(on bool) AcquireOption { return autoRenewOption(on) }
+
+// MaxMetadataLen bounds WithMetadata's metadata: it travels in every
+// renewal, release and marker key of the lease.
+const MaxMetadataLen = 256
+
+type metadataOption string
+
+func (o metadataOption) applyAcquire(a *acquireConfig) error {
+	if err := checkMetadata(string(o)); err != nil {
+		return fmt.Errorf("%w: metadata: %v", ErrInvalidOption, err)
+	}
+	a.metadata = string(o)
+	return nil
+}
+
+// WithMetadata attaches metadata to one acquisition (for example a job id
+// or a URL to its logs): operators see it in tenure status, code reads it
+// with Lease.Metadata, and package inspect with Holding.Metadata. It is
+// stored in the lease's value on the server, after its token and holder
+// identity (MetadataOf reads it back), so it costs no extra key or round
+// trip, but it travels in every renewal: at most MaxMetadataLen bytes of
+// printable UTF-8, without '{' or '}'. Not a secret: whoever can read the
+// key reads it. A permit of package semaphore carries it the same way.
+func WithMetadata(metadata string) AcquireOption { return metadataOption(metadata) }
+
+func checkMetadata(s string) error {
+	switch {
+	case len(s) > MaxMetadataLen:
+		return fmt.Errorf("longer than %d bytes", MaxMetadataLen)
+	case !utf8.ValidString(s):
+		return errors.New("not valid UTF-8")
+	case strings.ContainsAny(s, "{}"):
+		return errors.New("contains '{' or '}'")
+	case strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) >= 0:
+		return errors.New("not printable")
+	}
+	return nil
+}
 
 type fairOption bool
 
