@@ -251,7 +251,7 @@ func holdSection(b *strings.Builder, r *results) {
 	p("Refresh found the key gone or came after the TTL (hand-written).\n\n")
 	p("| leases | TTL / interval | implementation | acquire all | goroutines added | bytes/lease | renewals/s | round trips/s | commands/s | client CPU s/s | Redis CPU s/s | worst lateness | lost |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, h := range r.Hold {
-		p("| %d | %v / %v | %s | %.1fs | %d | %.0f | %.0f | %.0f | %.0f | %.3f | %.3f | %s | %d |\n", h.Leases, h.TTL, h.Interval, h.Impl, h.AcquireSec, h.Goroutines, h.BytesLease, h.RenewSec, h.TripsSec, h.CmdsSec, h.CPUSec, h.RedisCPU, dur(h.Lateness), h.Lost)
+		p("| %d | %v / %v | %s | %.1fs | %d | %.0f | %.0f | %.0f | %.0f | %.3f | %.3f | %s | %s |\n", h.Leases, h.TTL, h.Interval, h.Impl, h.AcquireSec, h.Goroutines, h.BytesLease, h.RenewSec, h.TripsSec, h.CmdsSec, h.CPUSec, h.RedisCPU, dur(h.Lateness), lostRefused(h.Lost, h.Refused))
 	}
 	p("\nClient CPU, hand-written ÷ tenure:\n\n| leases | TTL | ratio |\n|---:|---|---:|\n")
 	for _, t := range filter(r.Hold, func(h holdResult) bool { return h.Impl == "tenure" }) {
@@ -544,4 +544,13 @@ func semaphoreSection(b *strings.Builder, s *semaphoreResults) {
 	for _, n := range names {
 		p("- `%s`: %s\n", n, s.Notes[n])
 	}
+}
+
+// lostRefused is a hold row's losses, with the acquisitions refused with
+// lease.ErrOverloaded when there were any.
+func lostRefused(lost, refused int) string {
+	if refused == 0 {
+		return fmt.Sprint(lost)
+	}
+	return fmt.Sprintf("%d (%d refused: overloaded)", lost, refused)
 }
