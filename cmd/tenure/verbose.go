@@ -126,6 +126,17 @@ type leaseWatch struct {
 	// renewed pokes (1-buffered, never blocking) after each successful
 	// renewal: supervise then tells the guard the new deadline.
 	renewed chan struct{}
+
+	// renewErr is the error of the last renewal that failed, if any:
+	// why a lease that Redis did not renew in time was lost.
+	renewErr error
+}
+
+// lastRenewError returns the last failed renewal's error, nil if none.
+func (w *leaseWatch) lastRenewError() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.renewErr
 }
 
 // renewals pokes after successful renewals, many coalesced into one.
@@ -182,6 +193,9 @@ func (w *leaseWatch) hooks() lease.Hooks {
 		Renewed: func(l *lease.Lease, err error) {
 			left := time.Until(l.Deadline()).Round(time.Millisecond)
 			if err != nil {
+				w.mu.Lock()
+				w.renewErr = err
+				w.mu.Unlock()
 				w.log.Warn("renewal failed; retrying until the local deadline", "name", l.Name(), "fence", l.Fence(),
 					"deadline_in", left, "error", err)
 				return
@@ -244,11 +258,18 @@ func (w *leaseWatch) why(l *lease.Lease, cause error) string {
 			return w.lossText(info.Loss)
 		}
 	}
+	if errors.Is(cause, errNearDeadline) {
+		return "Redis did not confirm a renewal in time (" + renewFailure(w.lastRenewError()) + ")"
+	}
 	return bare(cause)
 }
 
-// lossText is lossText, or permitLossText for a semaphore's permits.
+// lossText is lossText, or permitLossText for a semaphore's permits; a
+// loss by the local deadline names the last renewal's error.
 func (w *leaseWatch) lossText(r lease.LossReason) string {
+	if r == lease.LossExpired {
+		return "Redis did not confirm a renewal before the lease's local deadline (" + renewFailure(w.lastRenewError()) + ")"
+	}
 	if w.permit {
 		return permitLossText(r)
 	}
