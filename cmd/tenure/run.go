@@ -580,6 +580,7 @@ func (r *runner) run() error {
 	ttl := time.Duration(r.o.f.ttl)
 	r.w = newLeaseWatch(r.g.log, ttl)
 	r.w.permit = r.o.permits > 0 || r.o.shared
+	r.w.probe = func(ctx context.Context) error { return client.Ping(ctx).Err() }
 	// The library's own logger stays silent: the hooks log the same events
 	// (a loss with its reason) for -v, and tenure reports a loss anyway.
 	m, err := lease.New(client, lease.WithKeyPrefix(r.g.prefix), lease.WithTTL(ttl), lease.WithHolder(r.o.holder),
@@ -827,6 +828,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 	}
 	defer client.Close()
 	w := newLeaseWatch(g.log, time.Duration(f.ttl))
+	w.probe = func(ctx context.Context) error { return client.Ping(ctx).Err() }
 	m, err := lease.New(client, lease.WithKeyPrefix(g.prefix), lease.WithLogger(slog.New(slog.DiscardHandler)),
 		lease.WithHooks(w.hooks()))
 	if err != nil {

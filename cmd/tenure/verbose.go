@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -130,13 +131,38 @@ type leaseWatch struct {
 	// renewErr is the error of the last renewal that failed, if any:
 	// why a lease that Redis did not renew in time was lost.
 	renewErr error
+
+	// probe, when set, sends Redis one request (a PING) and returns its
+	// error: a renewal that timed out hides why (connection refused, i/o
+	// timeout, ...), which a fresh request shows. It runs once, for the
+	// first message that needs it.
+	probe     func(context.Context) error
+	probeOnce sync.Once
+	probed    error
 }
 
+// probeTimeout bounds the probe that looks for why renewals timed out.
+const probeTimeout = time.Second
+
 // lastRenewError returns the last failed renewal's error, nil if none.
+// When that error is only a timeout, it adds what a request sent now
+// meets, when that fails too.
 func (w *leaseWatch) lastRenewError() error {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.renewErr
+	last := w.renewErr
+	w.mu.Unlock()
+	if last == nil || !unanswered(last) || w.probe == nil {
+		return last
+	}
+	w.probeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		w.probed = w.probe(ctx)
+	})
+	if w.probed == nil {
+		return last
+	}
+	return fmt.Errorf("%w; a PING sent after it: %v", last, w.probed)
 }
 
 // renewals pokes after successful renewals, many coalesced into one.
