@@ -16,14 +16,14 @@ import (
 // renewal had moved the lease's local deadline out of --grace's reach.
 var errNearDeadline = errors.New("Redis did not confirm a renewal in time (unreachable, slow or paused)")
 
-// renewFailure says why renewals failed: the last renewal's error, or
-// that Redis may be unreachable, slow or paused when none failed outright
-// (a renewal still in flight).
+// renewFailure is what a message that says Redis did not confirm a
+// renewal in time adds about why: ": the last renewal failed: ERR", or
+// nothing when no renewal failed outright (one still in flight).
 func renewFailure(last error) string {
 	if last == nil {
-		return "no renewal failed outright: Redis unreachable, slow or paused"
+		return ""
 	}
-	return "the last renewal failed: " + oneLine(bare(last))
+	return ": the last renewal failed: " + oneLine(bare(last))
 }
 
 // errDeadlinePassed is the cause of a stop that tenure came to only after
@@ -175,7 +175,7 @@ func (s *supervisor) nearDeadline(now, dl time.Time) {
 	if left > 0 {
 		s.lost = errNearDeadline
 		s.term(func() string {
-			return fmt.Sprintf("Redis has not confirmed a renewal of the lease in time (%s), "+
+			return fmt.Sprintf("Redis has not confirmed a renewal of the lease in time (unreachable, slow or paused)%s, "+
 				"and its local deadline is in %v", renewFailure(s.h.renewErr()), left)
 		}, dl)
 		return
@@ -206,7 +206,8 @@ func (s *supervisor) noteGuardStop(now time.Time) {
 	s.lost = errNearDeadline
 	s.say(func() string {
 		return "tenure: the guard stopped the command by the lease's local deadline that it was last told: " +
-			"no renewal was confirmed, or reached the guard, in time (" + renewFailure(s.h.renewErr()) + ", or tenure slow)"
+			"no renewal was confirmed, or reached the guard, in time (Redis unreachable, slow or paused, or tenure slow)" +
+			renewFailure(s.h.renewErr())
 	})
 }
 

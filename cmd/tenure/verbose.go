@@ -159,8 +159,8 @@ func (w *leaseWatch) lastRenewError() error {
 		defer cancel()
 		w.probed = w.probe(ctx)
 	})
-	if w.probed == nil {
-		return last
+	if w.probed == nil || unanswered(w.probed) {
+		return last // the PING timed out too: nothing more to say
 	}
 	return fmt.Errorf("%w; a PING sent after it: %v", last, w.probed)
 }
@@ -285,7 +285,7 @@ func (w *leaseWatch) why(l *lease.Lease, cause error) string {
 		}
 	}
 	if errors.Is(cause, errNearDeadline) {
-		return "Redis did not confirm a renewal in time (" + renewFailure(w.lastRenewError()) + ")"
+		return bare(cause) + renewFailure(w.lastRenewError())
 	}
 	return bare(cause)
 }
@@ -294,7 +294,7 @@ func (w *leaseWatch) why(l *lease.Lease, cause error) string {
 // loss by the local deadline names the last renewal's error.
 func (w *leaseWatch) lossText(r lease.LossReason) string {
 	if r == lease.LossExpired {
-		return "Redis did not confirm a renewal before the lease's local deadline (" + renewFailure(w.lastRenewError()) + ")"
+		return lossText(r) + renewFailure(w.lastRenewError())
 	}
 	if w.permit {
 		return permitLossText(r)
