@@ -526,11 +526,27 @@ func retryable(err error) bool {
 	return refusal(err) == ""
 }
 
-// permitsFeature is the feature connectFor checks for "run -n": none
-// without permits.
-func permitsFeature(permits int) string {
-	if permits > 0 {
+// runFeature is the feature connectFor checks for "run": permits (-n)
+// and read locks (--shared), which quorum mode lacks; none otherwise.
+func runFeature(permits int, shared bool) string {
+	switch {
+	case permits > 0:
 		return "run -n (permits)"
+	case shared:
+		return "run --shared (read locks are permits)"
 	}
 	return ""
+}
+
+// ping is PING on every node, for a loss message's cause: the first
+// error, or nil when every node answered.
+func (cs *conns) ping(ctx context.Context) error {
+	for _, err := range cs.each(ctx, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+		return c.Ping(ctx).Err()
+	}) {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }

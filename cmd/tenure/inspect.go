@@ -261,36 +261,75 @@ func (h holding) holders() string {
 	return strings.Join(parts, ", ")
 }
 
+// who says who holds the name, for messages ("NAME is held by ..."):
+// the holder identity when the lease carries one.
+func (h holding) who() string {
+	switch h.Kind {
+	case "free":
+		return "nobody any more (released meanwhile)"
+	case "lease":
+		switch {
+		case h.Leader != nil:
+			return fmt.Sprintf("leader %s (term %d)", shown(h.Leader.Identity), h.Leader.Fence)
+		case h.Holder != "":
+			return fmt.Sprintf("%s (fence %d, ttl %s)", shown(h.Holder), h.Fence, h.ttl())
+		}
+		return fmt.Sprintf("another holder (fence %d, ttl %s; it stored no holder identity)", h.Fence, h.ttl())
+	case "reentrant":
+		return "a reentrant lock of " + h.holders()
+	case "permits":
+		who := make([]string, 0, len(h.Permits))
+		for _, p := range h.Permits {
+			who = append(who, p.text())
+		}
+		what := fmt.Sprintf("%d permits", h.Held)
+		if h.Held == 1 {
+			what = "1 permit"
+		}
+		return fmt.Sprintf("%s of a semaphore or read lock (%s)", what, strings.Join(who, "; "))
+	}
+	return fmt.Sprintf("a Redis %s that tenure did not write", h.Kind)
+}
+
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	return enc.Encode(v)
 }
 
-func newStatusCmd(g *globals) *cobra.Command {
-	var (
-		asJSON   bool
-		watch    bool
-		interval = durationFlag(time.Second)
-		permits  int
-	)
-	cmd := &cobra.Command{
-		Use:   "status [flags] NAME\n  tenure status --watch [flags] NAME...",
-		Short: "Show who holds NAME: kind, TTL left, fence, reentrant counts, permits, leader",
-		Long: `Show what holds NAME: a lease or a reentrant lock, the TTL it has left, the
+// statusOptions are status's flags.
+type statusOptions struct {
+	asJSON   bool
+	watch    bool
+	check    bool
+	interval durationFlag
+	permits  int
+}
+
+// exitFree is "status --check"'s status for a free name.
+const exitFree = 1
+
+const statusLong = `Show what holds NAME: a lease or a reentrant lock, the TTL it has left, the
 name's fencing token, a reentrant lock's owners and counts, the waiters in its
 fair queue ("waiting"), and the elected leader when the holder is one. A lease's
 token is never shown. The exit status is 0 whether NAME is held or free.
 
+With --check, status prints nothing and answers by its exit status alone, for
+scripts ("if tenure status --check NAME; then ..."): 0 when NAME is held (by
+anything: a lease, a lock, permits, a leader), 1 when it is free; with -n N, 0
+when none of N permits is free (a "tenure run -n N" would wait), 1 when one
+is. Errors keep their own statuses (2, 69, 78): status never exits 1 for an
+error.
+
 Permits ("tenure run -n", package semaphore) show as kind "permits (semaphore or
-read lock)": the readers of a read-write lock (package rwlock) are permits too,
-and the server holds nothing that tells the two apart; a read-write lock's
-writer shows as a lease. Each live permit is shown with its fence, the TTL it
-has left (its expiry less the server's TIME) and its holder identity; a permit
-taken without one shows as "no holder identity" (or "?" in list). How many
-permits a semaphore has is not stored on the server: each request carries its
-own N. So status says how many are held, and with -n N also how many of N are
-free.
+read lock)": the readers of a read-write lock (package rwlock, "tenure run
+--shared") are permits too, and the server holds nothing that tells the two
+apart; a read-write lock's writer shows as a lease. Each live permit is shown
+with its fence, the TTL it has left (its expiry less the server's TIME) and its
+holder identity; a permit taken without one shows as "no holder identity" (or
+"?" in list). How many permits a semaphore has is not stored on the server:
+each request carries its own N. So status says how many are held, and with -n
+N also how many of N are free.
 
 With --watch, tenure prints the holder of each NAME at once, then one line for
 every change of holder (a new fence, a lock's owners, a leader record, free),
@@ -301,83 +340,134 @@ for, so a holder that comes and goes between two reads is not seen. With
 When Redis fails, tenure says so on stderr once and keeps reading; when it
 refuses the user, tenure exits (status 78).
 
-` + operatorExitStatuses,
+` + operatorExitStatuses + `
+  1 (--check)           NAME is free (with -n N: one of N permits is free)`
+
+func newStatusCmd(g *globals) *cobra.Command {
+	o := statusOptions{interval: durationFlag(time.Second)}
+	cmd := &cobra.Command{
+		Use:   "status [flags] NAME\n  tenure status --check [-n N] NAME\n  tenure status --watch [flags] NAME...",
+		Short: "Show who holds NAME: kind, TTL left, fence, reentrant counts, permits, leader",
+		Long:  statusLong,
 		Example: `  tenure status nightly-report
   tenure status --json scheduler | jq -r .leader.identity
+  tenure status --check backup || echo "no backup running"
   tenure status --watch --interval 200ms nightly-report backup`,
-		Args: cobra.MinimumNArgs(1),
+		Args:              cobra.MinimumNArgs(1),
+		ValidArgsFunction: g.completeNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if len(args) > 1 && !watch {
-				return fail(exitUsage, "status shows one NAME; only --watch takes several (see '%s --help')", cmd.CommandPath())
+			if err := o.validate(cmd, args); err != nil {
+				return err
 			}
-			if cmd.Flags().Changed("interval") && !watch {
-				return fail(exitUsage, "--interval is --watch's")
+			if o.watch {
+				return watchStatus(g, args, time.Duration(o.interval), o.permits, o.asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
-			if cmd.Flags().Changed("permits") && permits < 1 {
-				return fail(exitUsage, "-n %d: a semaphore has at least 1 permit", permits)
-			}
-			for _, n := range args {
-				if err := checkName(n); err != nil {
-					return fail(exitUsage, "%v", err)
-				}
-			}
-			if watch {
-				if interval <= 0 {
-					return fail(exitUsage, "--interval must be above 0")
-				}
-				return watchStatus(g, args, time.Duration(interval), permits, asJSON, cmd.OutOrStdout(), cmd.ErrOrStderr())
-			}
-			ctx := context.Background()
-			client, err := g.connect(ctx)
+			h, err := statusOf(g, args[0], o.permits)
 			if err != nil {
 				return err
 			}
-			defer client.Close()
-			hs, err := client.inspect(ctx, g.prefix, args[:1])
-			if err != nil {
-				return g.redisFailure(fmt.Sprintf("reading %q", args[0]), err)
+			switch {
+			case o.check:
+				return checkHeld(h, o.permits)
+			case o.asJSON:
+				return writeJSON(cmd.OutOrStdout(), h)
 			}
-			h, out := hs[0], cmd.OutOrStdout()
-			h.setLimit(permits)
-			if asJSON {
-				return writeJSON(out, h)
-			}
-			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "name\t%s\n", h.Name)
-			fmt.Fprintf(tw, "key\t%s\n", keys.Layout{Prefix: g.prefix}.Lease(h.Name))
-			fmt.Fprintf(tw, "kind\t%s\n", h.kindText())
-			fmt.Fprintf(tw, "ttl\t%s\n", h.ttl())
-			fmt.Fprintf(tw, "fence\t%d\n", h.Fence)
-			if h.Kind == "reentrant" {
-				fmt.Fprintf(tw, "owners\t%s\n", h.holders())
-			}
-			if h.Kind == "permits" {
-				fmt.Fprintf(tw, "permits\t%s\n", h.heldText())
-				for _, p := range h.Permits {
-					fmt.Fprintf(tw, "permit\t%s\n", p.text())
-				}
-			} else if h.Free != nil {
-				fmt.Fprintf(tw, "permits\t%d of -n %d free\n", *h.Free, h.Limit)
-			}
-			if h.Holder != "" {
-				fmt.Fprintf(tw, "holder\t%s\n", shown(h.Holder))
-			}
-			if h.Leader != nil {
-				fmt.Fprintf(tw, "leader\t%s (term %d)\n", h.Leader.Identity, h.Leader.Fence)
-			}
-			fmt.Fprintf(tw, "waiting\t%d\n", h.Waiting)
-			for _, n := range h.Nodes {
-				fmt.Fprintf(tw, "node\t%s\n", n.text())
-			}
-			return tw.Flush()
+			return printStatus(cmd.OutOrStdout(), h, g.prefix)
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object (with --watch, one a line)")
-	cmd.Flags().BoolVar(&watch, "watch", false, "print every change of holder of the NAMEs, with its time, until SIGINT")
-	cmd.Flags().Var(&interval, "interval", "with --watch, how often to read the NAMEs")
-	cmd.Flags().IntVarP(&permits, "permits", "n", 0, "the semaphore's number of permits N, which the server does not store: "+
+	cmd.Flags().BoolVar(&o.asJSON, "json", false, "print a JSON object (with --watch, one a line)")
+	cmd.Flags().BoolVar(&o.watch, "watch", false, "print every change of holder of the NAMEs, with its time, until SIGINT")
+	cmd.Flags().BoolVar(&o.check, "check", false, "print nothing; exit 0 if NAME is held, 1 if it is free (with -n N: 0 if no permit of N is free)")
+	cmd.Flags().Var(&o.interval, "interval", "with --watch, how often to read the NAMEs")
+	cmd.Flags().IntVarP(&o.permits, "permits", "n", 0, "the semaphore's number of permits N, which the server does not store: "+
 		"show how many of N are free")
 	return cmd
+}
+
+// validate checks status's flags and names.
+func (o *statusOptions) validate(cmd *cobra.Command, args []string) error {
+	if len(args) > 1 && !o.watch {
+		return fail(exitUsage, "status shows one NAME; only --watch takes several (see '%s --help')", cmd.CommandPath())
+	}
+	if cmd.Flags().Changed("interval") && !o.watch {
+		return fail(exitUsage, "--interval is --watch's")
+	}
+	if o.check && (o.watch || o.asJSON) {
+		return fail(exitUsage, "--check prints nothing: it goes with neither --watch nor --json")
+	}
+	if cmd.Flags().Changed("permits") && o.permits < 1 {
+		return fail(exitUsage, "-n %d: a semaphore has at least 1 permit", o.permits)
+	}
+	for _, n := range args {
+		if err := checkName(n); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
+	}
+	if o.watch && o.interval <= 0 {
+		return fail(exitUsage, "--interval must be above 0")
+	}
+	return nil
+}
+
+// statusOf reads what holds name, with -n's N applied.
+func statusOf(g *globals, name string, permits int) (holding, error) {
+	ctx := context.Background()
+	client, err := g.connect(ctx)
+	if err != nil {
+		return holding{}, err
+	}
+	defer client.Close()
+	hs, err := client.inspect(ctx, g.prefix, []string{name})
+	if err != nil {
+		return holding{}, g.redisFailure(fmt.Sprintf("reading %q", name), err)
+	}
+	hs[0].setLimit(permits)
+	return hs[0], nil
+}
+
+// checkHeld is "status --check": nil (status 0) when h is held (with -n,
+// when none of its permits is free), exitFree otherwise.
+func checkHeld(h holding, permits int) error {
+	held := h.Kind != "free"
+	if permits > 0 {
+		held = *h.Free == 0
+	}
+	if held {
+		return nil
+	}
+	return status(exitFree)
+}
+
+// printStatus prints h as status does without --json.
+func printStatus(out io.Writer, h holding, prefix string) error {
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "name\t%s\n", h.Name)
+	fmt.Fprintf(tw, "key\t%s\n", keys.Layout{Prefix: prefix}.Lease(h.Name))
+	fmt.Fprintf(tw, "kind\t%s\n", h.kindText())
+	fmt.Fprintf(tw, "ttl\t%s\n", h.ttl())
+	fmt.Fprintf(tw, "fence\t%d\n", h.Fence)
+	if h.Kind == "reentrant" {
+		fmt.Fprintf(tw, "owners\t%s\n", h.holders())
+	}
+	if h.Kind == "permits" {
+		fmt.Fprintf(tw, "permits\t%s\n", h.heldText())
+		for _, p := range h.Permits {
+			fmt.Fprintf(tw, "permit\t%s\n", p.text())
+		}
+	} else if h.Free != nil {
+		fmt.Fprintf(tw, "permits\t%d of -n %d free\n", *h.Free, h.Limit)
+	}
+	if h.Holder != "" {
+		fmt.Fprintf(tw, "holder\t%s\n", shown(h.Holder))
+	}
+	if h.Leader != nil {
+		fmt.Fprintf(tw, "leader\t%s (term %d)\n", h.Leader.Identity, h.Leader.Fence)
+	}
+	fmt.Fprintf(tw, "waiting\t%d\n", h.Waiting)
+	for _, n := range h.Nodes {
+		fmt.Fprintf(tw, "node\t%s\n", n.text())
+	}
+	return tw.Flush()
 }
 
 func newListCmd(g *globals) *cobra.Command {
@@ -486,6 +576,7 @@ if t == 'none' then return {t} end
 local ttl = redis.call('PTTL', KEYS[1])
 local owners = {}
 if t == 'hash' then owners = redis.call('HGETALL', KEYS[1]) end
+if t == 'string' then owners = {redis.call('GET', KEYS[1])} end
 if t == 'zset' then
   owners = redis.call('ZRANGE', KEYS[1], 0, -1)
   redis.call('DEL', KEYS[3])
@@ -510,8 +601,9 @@ kept, so the next holder's fence is still larger than every earlier one.
 --force is required: this breaks the holder's mutual exclusion on purpose.
 
 ` + operatorExitStatuses,
-		Example: `  tenure release --force nightly-report`,
-		Args:    cobra.ExactArgs(1),
+		Example:           `  tenure release --force nightly-report`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name := args[0]
 			if !force {
@@ -554,7 +646,16 @@ func printRemoved(out io.Writer, name, key string, res []any) error {
 	}
 	switch t {
 	case "string":
-		fmt.Fprintf(out, "removed the lease on %q (%s, fence %s, %s); waiters notified\n", name, key, fence, left)
+		// The value is the holder's token: only the holder identity that
+		// follows it is shown.
+		value, _ := res[3].([]any)
+		who := "a holder that stored no identity"
+		if len(value) == 1 {
+			if h := lease.HolderOf(fmt.Sprint(value[0])); h != "" {
+				who = shown(h)
+			}
+		}
+		fmt.Fprintf(out, "removed the lease on %q (%s, fence %s, %s) held by %s; waiters notified\n", name, key, fence, left, who)
 	case "hash":
 		pairs, _ := res[3].([]any)
 		var owners []string
@@ -574,8 +675,12 @@ func printRemoved(out io.Writer, name, key string, res []any) error {
 				who = append(who, "?")
 			}
 		}
-		fmt.Fprintf(out, "removed the %d permits of %q (%s and its :permits, fence %s, %s) held by %s; waiters notified\n",
-			len(tokens), name, key, fence, left, strings.Join(who, ", "))
+		what := fmt.Sprintf("the %d permits", len(tokens))
+		if len(tokens) == 1 {
+			what = "the permit"
+		}
+		fmt.Fprintf(out, "removed %s of %q (%s and its :permits, fence %s, %s) held by %s; waiters notified\n",
+			what, name, key, fence, left, strings.Join(who, ", "))
 	default:
 		fmt.Fprintf(out, "removed a %s at %s (%s), which tenure did not write; waiters notified\n", t, key, left)
 	}

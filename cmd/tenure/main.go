@@ -56,8 +56,8 @@ const (
 	exitError   = 1  // any other failure
 	exitUsage   = 2  // bad flags or arguments
 	exitRedis   = 69 // Redis unreachable or failing (EX_UNAVAILABLE)
-	exitTimeout = 75 // --wait ran out: the name is held (EX_TEMPFAIL)
-	exitLost    = 77 // the lease or leadership was lost while the command ran (EX_NOPERM)
+	exitTimeout = 75 // --wait ran out: the name is held (EX_TEMPFAIL); --held-exit's default
+	exitLost    = 77 // the lease or leadership was lost while the command ran (EX_NOPERM); --lost-exit's default
 	// Redis refused the user: a permission or authentication error, or a
 	// certificate refused in the TLS handshake (EX_CONFIG: 77, EX_NOPERM,
 	// was taken by exitLost before there was this status).
@@ -86,19 +86,23 @@ const electExitStatuses = exitStatusesHead + exitStatusesTail
 
 const exitStatusesHead = `Exit status:
   the command's own     when it exits by itself (128+N when killed by signal N)
+  0                     run NAME without COMMAND (a hold): ended by a signal or
+                        the end of stdin, and released
   2                     usage error: bad flags or arguments (a --grace too long
                         for --ttl among them)
   69                    Redis unreachable or failing
 `
 
-const exitStatusWait = `  75                    --wait ran out while another holder held NAME
+const exitStatusWait = `  75 (--held-exit)      --wait ran out while another holder held NAME, or the
+                        one attempt of --wait 0 found it held
 `
 
-const exitStatusesTail = `  77                    the lease (or leadership) was lost while the command ran,
+const exitStatusesTail = `  77 (--lost-exit)      the lease (or leadership) was lost while the command ran,
                         or no renewal was confirmed by --grace before its local
                         deadline: the command's process group got SIGTERM, then
                         SIGKILL just before that deadline; or the command exited
-                        but the lease was then found taken over
+                        but the lease was then found taken over; for a hold,
+                        the lease was lost while held
   78                    Redis refused the user: a command, key or channel not
                         allowed (NOPERM, or a command one of tenure's scripts
                         called), a wrong or missing password (WRONGPASS,
@@ -106,7 +110,12 @@ const exitStatusesTail = `  77                    the lease (or leadership) was 
                         the message names what was refused
   126, 127              the command could not be executed, or was not found
   128+N                 tenure got signal N while it waited for the lease
-  1                     any other error`
+  1                     any other error
+
+A command's own status passes through as is, so a command that exits 75 or 77
+itself looks like tenure's "held" or "lost": where the caller must tell them
+apart, give --held-exit and --lost-exit statuses the command never uses (say
+--held-exit 200 --lost-exit 201). They take 1 to 255 and must differ.`
 
 // exitErr carries an exit status and the one line to print.
 type exitErr struct {
@@ -244,7 +253,9 @@ lists the commands, keys and channels a tenure user needs.
 	// Declared here so that -v stays --verbose's and the usage line says
 	// what it does; cobra prints the version when it is set.
 	root.Flags().Bool("version", false, "print tenure's version, the commit it was built from, and its Go version")
-	root.CompletionOptions.DisableDefaultCmd = true
+	// "tenure completion bash|zsh|fish|powershell" writes a completion
+	// script; NAME arguments complete from the held names (complete.go).
+	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g), newVersionCmd())
 	return root, g
 }

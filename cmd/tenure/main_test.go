@@ -120,7 +120,7 @@ func TestExitStatuses(t *testing.T) {
 		{"success", []string{"run", "s1", "--", "true"}, 0, ""},
 		{"killed by a signal", []string{"run", "s1", "--", "sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
 		{"not found", []string{"run", "s1", "--", "no-such-command-here"}, exitNoCmd, "not found"},
-		{"no command", []string{"run", "s1"}, exitUsage, "NAME -- COMMAND"},
+		{"no command after --", []string{"run", "s1", "--"}, exitUsage, "NAME -- COMMAND"},
 		{"no dash", []string{"run", "s1", "true"}, exitUsage, "NAME -- COMMAND"},
 		{"bad flag", []string{"run", "--nope", "s1", "--", "true"}, exitUsage, "unknown flag"},
 		{"bad duration", []string{"run", "--wait", "soon", "s1", "--", "true"}, exitUsage, `"soon" is neither a duration nor "forever"`},
@@ -169,7 +169,9 @@ func TestExitStatuses(t *testing.T) {
 			if !strings.Contains(stderr, tc.stderr) {
 				t.Errorf("stderr %q does not mention %q", stderr, tc.stderr)
 			}
-			if n := strings.Count(stderr, "\n"); code != 0 && tc.stderr != "" && n != 1 {
+			// A run that waits says so once before its last word.
+			n := strings.Count(stderr, "\n") - strings.Count(stderr, "; waiting for it (--wait ")
+			if code != 0 && tc.stderr != "" && n != 1 {
 				t.Errorf("stderr has %d lines, want one: %q", n, stderr)
 			}
 		})

@@ -18,9 +18,11 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
 
 	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/rwlock"
 	"github.com/tenure-go/tenure/semaphore"
 )
 
@@ -29,8 +31,9 @@ var forwarded = []os.Signal{syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP, sys
 
 // childFlags are the flags of the subcommands that run a command.
 type childFlags struct {
-	ttl   durationFlag
-	grace derivedDuration
+	ttl      durationFlag
+	grace    derivedDuration
+	lostExit int
 }
 
 func (f *childFlags) add(cmd *cobra.Command) {
@@ -38,12 +41,17 @@ func (f *childFlags) add(cmd *cobra.Command) {
 	cmd.Flags().Var(&f.ttl, "ttl", "the lease's TTL: renewed every TTL/3; a holder that dies frees NAME within it")
 	cmd.Flags().Var(&f.grace, "grace", "how long before the lease's local deadline COMMAND gets SIGTERM (SIGKILL follows just before the deadline); "+
 		"default min(10s, TTL/3), at most 7·TTL/12 − TTL/100 − 2ms")
+	cmd.Flags().IntVar(&f.lostExit, "lost-exit", exitLost, "the exit status when the lease (or leadership) is lost, "+
+		"or found lost at the release (1-255)")
 }
 
 func (f *childFlags) check() error {
 	ttl := time.Duration(f.ttl)
 	if ttl < lease.MinTTL {
 		return fail(exitUsage, "--ttl %v is below the minimum %v", ttl, lease.MinTTL)
+	}
+	if err := checkExitFlag("lost-exit", f.lostExit); err != nil {
+		return err
 	}
 	if f.grace.set && f.grace.d > maxGrace(ttl) {
 		return fail(exitUsage, "--grace %v does not fit --ttl %v: COMMAND gets SIGTERM --grace before the lease's local deadline, "+
@@ -149,11 +157,18 @@ func (t stopTiming) at(dl time.Time) (termAt, killAt time.Time) {
 	return termAt, killAt
 }
 
-// nameAndCommand splits "NAME -- CMD ARGS..." and validates NAME.
-func nameAndCommand(cmd *cobra.Command, args []string) (string, []string, error) {
+// nameAndCommand splits "NAME -- CMD ARGS..." and validates NAME. When
+// hold is true, NAME alone (no "--", no COMMAND) is accepted too, and
+// returns no argv: "tenure run NAME" holds NAME without a command.
+func nameAndCommand(cmd *cobra.Command, args []string, hold bool) (string, []string, error) {
 	dash := cmd.ArgsLenAtDash()
-	if dash != 1 || len(args) < 2 {
-		return "", nil, fail(exitUsage, "want NAME -- COMMAND [ARGS...] (see '%s --help')", cmd.CommandPath())
+	alone := hold && len(args) == 1 && dash < 0
+	if !alone && (dash != 1 || len(args) < 2) {
+		want := "NAME -- COMMAND [ARGS...]"
+		if hold {
+			want = "NAME -- COMMAND [ARGS...], or NAME alone to hold it"
+		}
+		return "", nil, fail(exitUsage, "want %s (see '%s --help')", want, cmd.CommandPath())
 	}
 	if err := checkName(args[0]); err != nil {
 		return "", nil, fail(exitUsage, "%v", err)
@@ -161,21 +176,94 @@ func nameAndCommand(cmd *cobra.Command, args []string) (string, []string, error)
 	return args[0], args[1:], nil
 }
 
-func newRunCmd(g *globals) *cobra.Command {
-	var (
-		f              childFlags
-		wait           = waitFlag{forever: true}
-		releaseTimeout derivedDuration
-		holder         string
-		permits        int
-	)
-	cmd := &cobra.Command{
-		Use:   "run [flags] NAME -- COMMAND [ARGS...]\n  tenure run -n N [flags] NAME -- COMMAND [ARGS...]",
-		Short: "Run a command while holding a lease on NAME (or one of N permits of it)",
-		Long: `Acquire a lease on NAME (waiting up to --wait while another holder has it), run
+// runOptions are run's flags.
+type runOptions struct {
+	f              childFlags
+	wait           waitFlag
+	releaseTimeout derivedDuration
+	holder         string
+	permits        int
+	shared         bool
+	heldExit       int
+}
+
+func (o *runOptions) add(cmd *cobra.Command) {
+	o.f.add(cmd)
+	o.wait = waitFlag{forever: true}
+	cmd.Flags().Var(&o.wait, "wait", `how long to wait for NAME while it is held: a duration ("10s", "1m"), 0 for one attempt, or "forever"`)
+	cmd.Flags().Var(&o.releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the release after COMMAND exits; "+
+		"then tenure exits, the release's outcome unknown (the lease expires by its TTL); default min(TTL, 2s)")
+	host, _ := os.Hostname()
+	cmd.Flags().StringVar(&o.holder, "holder", fmt.Sprintf("%s/%d", host, os.Getpid()),
+		"who holds the lease, stored with it at no extra round trip and shown by status and list")
+	cmd.Flags().IntVarP(&o.permits, "permits", "n", 0, "run under one of N permits of the semaphore NAME instead of its lease: "+
+		"at most N commands at once (N >= 1)")
+	cmd.Flags().BoolVarP(&o.shared, "shared", "s", false, "take a read lock of NAME (package rwlock), as flock -s: shared runs "+
+		"run together, and exclude every exclusive run of NAME")
+	cmd.Flags().IntVar(&o.heldExit, "held-exit", exitTimeout, "the exit status when NAME stays held: --wait ran out, "+
+		"or its one attempt (--wait 0) failed (1-255)")
+}
+
+// check validates the flags, and returns the release timeout to use.
+func (o *runOptions) check(cmd *cobra.Command) (time.Duration, error) {
+	if err := o.f.check(); err != nil {
+		return 0, err
+	}
+	if err := checkExitFlag("held-exit", o.heldExit); err != nil {
+		return 0, err
+	}
+	if o.heldExit == o.f.lostExit {
+		return 0, fail(exitUsage, "--held-exit and --lost-exit are both %d: a script could not tell a name held from a lease lost",
+			o.heldExit)
+	}
+	if cmd.Flags().Changed("permits") && o.permits < 1 {
+		return 0, fail(exitUsage, "-n %d: a semaphore has at least 1 permit", o.permits)
+	}
+	if o.shared && cmd.Flags().Changed("permits") {
+		return 0, fail(exitUsage, "--shared and -n exclude each other: a read lock is a permit of a semaphore with no practical limit")
+	}
+	rt := releaseBound(time.Duration(o.f.ttl))
+	if o.releaseTimeout.set {
+		if o.releaseTimeout.d <= 0 {
+			return 0, fail(exitUsage, "--release-timeout must be above 0")
+		}
+		rt = o.releaseTimeout.d
+	}
+	return rt, nil
+}
+
+// checkExitFlag validates an exit status flag: 1 to 255.
+func checkExitFlag(flag string, code int) error {
+	if code < 1 || code > 255 {
+		return fail(exitUsage, "--%s %d: an exit status is 1 to 255 (0 is success)", flag, code)
+	}
+	return nil
+}
+
+const runLong = `Acquire a lease on NAME (waiting up to --wait while another holder has it), run
 COMMAND with TENURE_NAME and TENURE_FENCE (the lease's fencing token) in its
 environment, renew the lease while it runs, release it when it exits, and exit
-with its status.
+with its status. While it waits, tenure says once on stderr who holds NAME.
+
+Without COMMAND ("tenure run NAME", no "--"), tenure holds NAME itself, as
+"etcdctl lock NAME" does: once acquired it prints one line of JSON on stdout,
+{"name":…,"kind":…,"fence":…,"holder":…}, then holds NAME (renewing it) until
+it gets SIGINT, SIGTERM or SIGHUP or its stdin reaches its end, releases it
+and exits 0. Its stdin is read and discarded: "tenure run NAME </dev/null"
+releases at once; a script keeps a hold as a coprocess (bash: coproc tenure
+run NAME) and ends it by closing the pipe or with kill. A hold runs nothing,
+so nothing is stopped for it: when the lease is lost (deleted, taken over, or
+not renewed by its local deadline) tenure says why on stderr and exits with
+--lost-exit (77), and whoever relies on the hold must watch for that.
+
+With --shared (-s), tenure takes a read lock of NAME (package rwlock) instead,
+as flock -s does: any number of shared runs of NAME run at once, and none runs
+while an exclusive run of NAME does. An exclusive run (without --shared or
+-n) takes the read-write lock's write lock, which is the plain lease of NAME
+taken through the name's fair queue: so it excludes every reader and waits in
+turn, and once it waits, new shared runs wait behind it (writers first: a
+stream of readers cannot starve it). A shared run is a permit (below) of a
+semaphore with no practical limit; status shows it as permits.
 
 With -n N, NAME is a semaphore of N permits (package semaphore): COMMAND runs
 under one of them, so at most N commands run at once under NAME across every
@@ -199,10 +287,10 @@ the key can expire on Redis); COMMAND's process group gets SIGTERM --grace
 before that deadline and SIGKILL min(TTL/10, 200ms) before it. While renewals
 succeed neither comes due. When the lease is lost (deleted or taken over) the
 group gets SIGTERM at once, SIGKILL still just before the deadline. Either way
-tenure then exits with status 77. --grace defaults to min(10s, TTL/3) and may
-be at most 7·TTL/12 − TTL/100 − 2ms (the deadline stays 2·TTL/3 − drift ahead
-between renewals; the rest is headroom for a late renewal): 17.198s for the
-default 30s TTL.
+tenure then exits with status 77 (--lost-exit). --grace defaults to
+min(10s, TTL/3) and may be at most 7·TTL/12 − TTL/100 − 2ms (the deadline
+stays 2·TTL/3 − drift ahead between renewals; the rest is headroom for a late
+renewal): 17.198s for the default 30s TTL.
 
 When COMMAND exits, whatever it left running in its group is killed (SIGKILL)
 before the lease is released; if the release finds that another holder took
@@ -216,9 +304,10 @@ its TTL.
 
 A loss is always reported on stderr with its reason: the lease's key was
 deleted (or expired on the server), another holder took it over, or Redis did
-not confirm a renewal in time (unreachable, slow or paused). --holder names who
-holds it (default host/pid): it is stored with the lease, and status and list
-show it. -v logs the acquisition, failed renewals, the
+not confirm a renewal in time, with the last error of the renewals (connection
+refused, i/o timeout, READONLY, ...). --holder names who holds it (default
+host/pid): it is stored with the lease, and status, list, a waiting run and
+"NAME is held" messages show it. -v logs the acquisition, failed renewals, the
 release and the loss; -vv every renewal too.
 
 On Linux, COMMAND runs under a small guard process (tenure itself) that leads
@@ -242,7 +331,15 @@ stderr; if it is not continued within --ttl, tenure kills its group (SIGKILL),
 releases the lease and exits with status 137: a stopped command keeps NAME no
 longer than a dead holder would.
 
-` + exitStatuses,
+`
+
+func newRunCmd(g *globals) *cobra.Command {
+	var o runOptions
+	cmd := &cobra.Command{
+		Use: "run [flags] NAME -- COMMAND [ARGS...]\n  tenure run -n N [flags] NAME -- COMMAND [ARGS...]\n" +
+			"  tenure run --shared [flags] NAME -- COMMAND [ARGS...]\n  tenure run [flags] NAME",
+		Short: "Run a command while holding a lease on NAME (or a permit, or a read lock), or hold NAME alone",
+		Long:  runLong + exitStatuses,
 		Example: `  # one nightly report at a time, across every host that runs this
   tenure run nightly-report -- ./report.sh --since yesterday
 
@@ -253,38 +350,36 @@ longer than a dead holder would.
   tenure run migrate -- sh -c 'migrate --fence "$TENURE_FENCE"'
 
   # at most 3 builds at once across the fleet
-  tenure run -n 3 builders -- make release`,
-		Args: cobra.ArbitraryArgs,
+  tenure run -n 3 builders -- make release
+
+  # readers together, the writer alone (flock -s and flock)
+  tenure run --shared catalog -- ./read-catalog.sh
+  tenure run catalog -- ./rebuild-catalog.sh
+
+  # hold a name while a script does several things; the hold ends with the script
+  coproc HOLD { tenure run deploy; }
+  read -r acquired <&"${HOLD[0]}"; echo "$acquired"    # {"name":"deploy",...}
+  ./step1 && ./step2
+  exec {HOLD[1]}>&-; wait "$HOLD_PID"
+
+  # tell tenure's own statuses from the command's
+  tenure run --held-exit 200 --lost-exit 201 --wait 0 job -- ./job.sh`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := nameAndCommand(cmd, args)
+			name, argv, err := nameAndCommand(cmd, args, true)
 			if err != nil {
 				return err
 			}
-			if err := f.check(); err != nil {
+			rt, err := o.check(cmd)
+			if err != nil {
 				return err
 			}
-			rt := releaseBound(time.Duration(f.ttl))
-			if releaseTimeout.set {
-				if releaseTimeout.d <= 0 {
-					return fail(exitUsage, "--release-timeout must be above 0")
-				}
-				rt = releaseTimeout.d
-			}
-			if cmd.Flags().Changed("permits") && permits < 1 {
-				return fail(exitUsage, "-n %d: a semaphore has at least 1 permit", permits)
-			}
-			return runUnderLease(g, name, argv, f, wait, rt, holder, permits, cmd.ErrOrStderr())
+			r := &runner{g: g, o: o, name: name, argv: argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+			return r.run()
 		},
 	}
-	f.add(cmd)
-	cmd.Flags().Var(&wait, "wait", `how long to wait for NAME while it is held: a duration ("10s", "1m"), 0 for one attempt, or "forever"`)
-	cmd.Flags().Var(&releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the release after COMMAND exits; "+
-		"then tenure exits, the release's outcome unknown (the lease expires by its TTL); default min(TTL, 2s)")
-	host, _ := os.Hostname()
-	cmd.Flags().StringVar(&holder, "holder", fmt.Sprintf("%s/%d", host, os.Getpid()),
-		"who holds the lease, stored with it at no extra round trip and shown by status and list")
-	cmd.Flags().IntVarP(&permits, "permits", "n", 0, "run under one of N permits of the semaphore NAME instead of its lease: "+
-		"at most N commands at once (N >= 1)")
+	o.add(cmd)
 	return cmd
 }
 
@@ -372,6 +467,17 @@ func (r *sigRouter) stop() {
 	close(r.refused)
 }
 
+// signalName is s as its constant is spelt ("SIGINT"), for messages:
+// os.Signal's String ("interrupt") reads oddly after "interrupted by".
+func signalName(s os.Signal) string {
+	if n, ok := s.(syscall.Signal); ok {
+		if name := unix.SignalName(n); name != "" {
+			return name
+		}
+	}
+	return s.String()
+}
+
 // signalStatus is 128+N for signal N.
 func signalStatus(s os.Signal) int {
 	if n, ok := s.(syscall.Signal); ok {
@@ -380,110 +486,210 @@ func signalStatus(s os.Signal) int {
 	return exitError
 }
 
-// runUnderLease runs argv under a lease on name, or with permits > 0 under
-// one of that many permits of the semaphore name: one path, only the
-// acquisition and the words differ, since a permit is a *lease.Lease.
-func runUnderLease(g *globals, name string, argv []string, f childFlags, wait waitFlag, releaseTimeout time.Duration, holder string,
-	permits int, stderr io.Writer) error {
+// runner is one "tenure run": it acquires NAME, runs argv under it (or
+// holds NAME without a command, when argv is empty) and releases it.
+type runner struct {
+	g              *globals
+	o              runOptions
+	name           string
+	argv           []string
+	releaseTimeout time.Duration
+	stdout, stderr io.Writer
+
+	sigs *sigRouter
+	w    *leaseWatch
+	how  acquirer
+	// whoHolds says who holds NAME, from one read of its keys.
+	whoHolds func(ctx context.Context) string
+}
+
+// acquirer is how a run takes NAME: the write lock (the plain lease), a
+// read lock (--shared), or a permit (-n): one path, only the acquisition
+// and the words differ, since each is a *lease.Lease.
+type acquirer struct {
+	take func(ctx context.Context, wait bool) (*lease.Lease, error)
+	// kind is the hold's kind, for the line a hold prints.
+	kind string
+	// held names what is held ("the lease on "x""), busy says that NAME
+	// is held, from who holds it, and acquiring names the acquisition.
+	held, acquiring string
+	busy            func(who string) string
+}
+
+func newAcquirer(m *lease.Manager, name string, permits int, shared, quorum bool) acquirer {
+	switch {
+	case permits > 0:
+		sem := semaphore.New(m)
+		return acquirer{
+			take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
+				if wait {
+					return sem.Acquire(ctx, name, permits)
+				}
+				return sem.TryAcquire(ctx, name, permits)
+			},
+			kind:      "permit",
+			held:      fmt.Sprintf("the permit of %q", name),
+			acquiring: fmt.Sprintf("acquiring a permit of %q (-n %d)", name, permits),
+			busy: func(string) string {
+				return fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
+			},
+		}
+	case shared:
+		rw := rwlock.New(m)
+		return acquirer{
+			take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
+				if wait {
+					return rw.RLock(ctx, name)
+				}
+				return rw.TryRLock(ctx, name)
+			},
+			kind:      "read lock",
+			held:      fmt.Sprintf("the read lock of %q", name),
+			acquiring: fmt.Sprintf("acquiring a read lock of %q (--shared)", name),
+			busy: func(who string) string {
+				return fmt.Sprintf("%q is held or awaited by a writer (%s)", name, who)
+			},
+		}
+	}
+	take := func(ctx context.Context, wait bool) (*lease.Lease, error) {
+		if wait {
+			return rwlock.New(m).Lock(ctx, name)
+		}
+		return rwlock.New(m).TryLock(ctx, name)
+	}
+	if quorum {
+		// Quorum mode keeps no fair queue, which a writer waits in, and
+		// no read locks: a plain lease is the write lock's key alike.
+		take = func(ctx context.Context, wait bool) (*lease.Lease, error) {
+			if wait {
+				return m.Acquire(ctx, name)
+			}
+			return m.TryAcquire(ctx, name)
+		}
+	}
+	return acquirer{
+		take:      take,
+		kind:      "lease",
+		held:      fmt.Sprintf("the lease on %q", name),
+		acquiring: fmt.Sprintf("acquiring %q", name),
+		busy:      func(who string) string { return fmt.Sprintf("%q is held by %s", name, who) },
+	}
+}
+
+func (r *runner) run() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sigs := newSigRouter(cancel, stderr)
-	defer sigs.stop()
+	r.sigs = newSigRouter(cancel, r.stderr)
+	defer r.sigs.stop()
 
-	client, err := g.connectFor(ctx, permitsFeature(permits))
+	client, err := r.g.connectFor(ctx, runFeature(r.o.permits, r.o.shared))
 	if err != nil {
 		return err
 	}
 	defer client.Close()
-	ttl := time.Duration(f.ttl)
-	w := newLeaseWatch(g.log, ttl)
-	w.permit = permits > 0
+	ttl := time.Duration(r.o.f.ttl)
+	r.w = newLeaseWatch(r.g.log, ttl)
+	r.w.permit = r.o.permits > 0 || r.o.shared
+	r.w.probe = client.ping
 	// The library's own logger stays silent: the hooks log the same events
 	// (a loss with its reason) for -v, and tenure reports a loss anyway.
-	m, err := client.newManager(lease.WithKeyPrefix(g.prefix), lease.WithTTL(ttl), lease.WithHolder(holder),
-		lease.WithLogger(slog.New(slog.DiscardHandler)), lease.WithHooks(w.hooks()))
+	m, err := client.newManager(lease.WithKeyPrefix(r.g.prefix), lease.WithTTL(ttl), lease.WithHolder(r.o.holder),
+		lease.WithLogger(slog.New(slog.DiscardHandler)), lease.WithHooks(r.w.hooks()))
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
-
-	// take acquires, waiting or making one attempt; it and the words
-	// below are all that a permit changes.
-	take := func(ctx context.Context, wait bool) (*lease.Lease, error) {
-		if wait {
-			return m.Acquire(ctx, name)
+	r.how = newAcquirer(m, r.name, r.o.permits, r.o.shared, client.quorum())
+	r.whoHolds = func(ctx context.Context) string {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		hs, err := client.inspect(ctx, r.g.prefix, []string{r.name})
+		if err != nil {
+			return "another holder"
 		}
-		return m.TryAcquire(ctx, name)
-	}
-	held := fmt.Sprintf("the lease on %q", name)
-	busy := fmt.Sprintf("%q is held by another holder", name)
-	acquiring := fmt.Sprintf("acquiring %q", name)
-	if permits > 0 {
-		sem := semaphore.New(m)
-		take = func(ctx context.Context, wait bool) (*lease.Lease, error) {
-			if wait {
-				return sem.Acquire(ctx, name, permits)
-			}
-			return sem.TryAcquire(ctx, name, permits)
-		}
-		held = fmt.Sprintf("the permit of %q", name)
-		busy = fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
-		acquiring = fmt.Sprintf("acquiring a permit of %q (-n %d)", name, permits)
+		return hs[0].who()
 	}
 
-	var l *lease.Lease
-	switch {
-	case wait.forever:
-		l, err = g.retrying(ctx, take)
-	case wait.d == 0:
-		l, err = take(ctx, false)
-	default:
-		wctx, wcancel := context.WithTimeout(ctx, wait.d)
-		l, err = g.retrying(wctx, take)
-		wcancel()
-	}
+	l, err := r.acquire(ctx)
 	if err != nil {
-		if s, ok := sigs.interrupted(); ok {
-			return fail(signalStatus(s), "interrupted by %v while waiting for %q", s, name)
-		}
-		if errors.Is(err, lease.ErrNotAcquired) {
-			return fail(exitTimeout, "%s; not acquired within --wait %v", busy, wait.String())
-		}
-		return g.redisFailure(acquiring, err)
+		return err
 	}
-
-	env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
-	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", held, w.why(l, cause)) }
-	code, lost, err := supervise(argv, env, sigs, hold{l.Context(), l.Deadline, w.renewals(), describe}, f.timing(), stderr)
-	rerr := release(l, releaseTimeout)
-	answered := w.releaseAnswered()
-	if !answered {
-		reportUnanswered(stderr, name, releaseTimeout, ttl)
+	if len(r.argv) == 0 {
+		return r.hold(ctx, l)
 	}
+	env := append(childEnv(), "TENURE_NAME="+r.name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
+	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", r.how.held, r.w.why(l, cause)) }
+	h := hold{l.Context(), l.Deadline, r.w.renewals(), describe, r.w.lastRenewError}
+	code, lost, err := supervise(r.argv, env, r.sigs, h, r.o.f.timing(), r.stderr)
+	rerr := r.release(l)
 	if err != nil {
 		return err
 	}
 	if lost != nil {
-		return fail(exitLost, "%s was lost while the command ran: %s; the command was stopped", held, w.why(l, lost))
+		return fail(r.o.f.lostExit, "%s was lost while the command ran: %s; the command was stopped", r.how.held, r.w.why(l, lost))
 	}
+	return r.afterRelease(l, rerr, fmt.Sprintf("as the command exited with status %d", code),
+		fmt.Sprintf("after the command exited with status %d", code), "while the command ran", status(code))
+}
+
+// acquire takes NAME as --wait says: one attempt first, then, if NAME is
+// held and --wait allows, a wait announced once on stderr with who holds
+// NAME.
+func (r *runner) acquire(ctx context.Context) (*lease.Lease, error) {
+	wctx := ctx
+	if !r.o.wait.forever && r.o.wait.d > 0 {
+		var wcancel context.CancelFunc
+		wctx, wcancel = context.WithTimeout(ctx, r.o.wait.d)
+		defer wcancel()
+	}
+	l, err := r.how.take(wctx, false)
+	if errors.Is(err, lease.ErrNotAcquired) && (r.o.wait.forever || r.o.wait.d > 0) {
+		fmt.Fprintf(r.stderr, "tenure: %s; waiting for it (--wait %v)\n", r.how.busy(r.whoHolds(ctx)), r.o.wait.String())
+		// A Redis that fails while we wait (a restart, a failover) is
+		// waited out too, within --wait.
+		l, err = r.g.retrying(wctx, r.how.take)
+	}
+	if err == nil {
+		return l, nil
+	}
+	if s, ok := r.sigs.interrupted(); ok {
+		return nil, fail(signalStatus(s), "interrupted by %s while waiting for %q", signalName(s), r.name)
+	}
+	if errors.Is(err, lease.ErrNotAcquired) {
+		return nil, fail(r.o.heldExit, "%s; not acquired within --wait %v", r.how.busy(r.whoHolds(context.Background())), r.o.wait.String())
+	}
+	return nil, r.g.redisFailure(r.how.acquiring, err)
+}
+
+// release releases l, and says so when Redis did not answer in time.
+func (r *runner) release(l *lease.Lease) error {
+	rerr := release(l, r.releaseTimeout)
+	if !r.w.releaseAnswered() {
+		reportUnanswered(r.stderr, r.name, r.releaseTimeout, time.Duration(r.o.f.ttl))
+	}
+	return rerr
+}
+
+// afterRelease turns the release's error rerr into tenure's exit: ok
+// when NAME was held to the end, --lost-exit when the release found it
+// lost (exited and ended name what had ended: the command, or the hold).
+func (r *runner) afterRelease(l *lease.Lease, rerr error, exited, ended, during string, ok error) error {
 	if errors.Is(rerr, lease.ErrLost) {
-		// The command ran to its end, but the lease was found lost: another
-		// holder may have acted while it ran, so its success proves
-		// nothing.
-		if info, ok := w.ended(l, time.Second); ok && info.Loss != "" {
-			// Lost between the command's end and the release.
-			return fail(exitLost, "%s was lost as the command exited with status %d, before it was released: %s",
-				held, code, w.lossText(info.Loss))
+		// The work ran to its end, but the lease was found lost: another
+		// holder may have acted meanwhile, so its success proves nothing.
+		if info, found := r.w.ended(l, time.Second); found && info.Loss != "" {
+			// Lost between the end and the release.
+			return fail(r.o.f.lostExit, "%s was lost %s, before it was released: %s", r.how.held, exited, r.w.lossText(info.Loss))
 		}
-		return fail(exitLost, "%s was found deleted or taken over by another holder when it was released, "+
-			"after the command exited with status %d: the server no longer had our token, so another holder may have held %q while the command ran",
-			held, code, name)
+		return fail(r.o.f.lostExit, "%s was found deleted or taken over by another holder when it was released, "+
+			"%s: the server no longer had our token, so another holder may have held %q %s",
+			r.how.held, ended, r.name, during)
 	}
-	if rerr != nil && answered && !errors.Is(rerr, lease.ErrNotHeld) {
-		fmt.Fprintf(stderr, "tenure: releasing %q: %v; whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n",
-			name, rerr, ttl)
+	if rerr != nil && r.w.releaseAnswered() && !errors.Is(rerr, lease.ErrNotHeld) {
+		fmt.Fprintf(r.stderr, "tenure: releasing %q: %v; whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n",
+			r.name, rerr, time.Duration(r.o.f.ttl))
 	}
-	return status(code)
+	return ok
 }
 
 // release releases l, waiting up to timeout. Whether Redis answered in
@@ -566,7 +772,8 @@ while Redis does not answer nothing new is printed.
 
   # follow who leads it
   tenure elect --observe scheduler`,
-		Args: cobra.ArbitraryArgs,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if observe {
 				name, err := observeArgs(cmd, args)
@@ -575,7 +782,7 @@ while Redis does not answer nothing new is printed.
 				}
 				return observeLeader(g, name, cmd.OutOrStdout())
 			}
-			name, argv, err := nameAndCommand(cmd, args)
+			name, argv, err := nameAndCommand(cmd, args, false)
 			if err != nil {
 				return err
 			}
@@ -633,6 +840,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 	}
 	defer client.Close()
 	w := newLeaseWatch(g.log, time.Duration(f.ttl))
+	w.probe = client.ping
 	m, err := client.newManager(lease.WithKeyPrefix(g.prefix), lease.WithLogger(slog.New(slog.DiscardHandler)),
 		lease.WithHooks(w.hooks()))
 	if err != nil {
@@ -668,15 +876,15 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 			describe := func(cause error) string {
 				return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, rec.Fence, w.why(l, cause))
 			}
-			code, lost, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe}, f.timing(), stderr)
+			code, lost, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe, w.lastRenewError}, f.timing(), stderr)
 			switch {
 			case err != nil:
 				result = err
 			case lost != nil:
-				result = fail(exitLost, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
+				result = fail(f.lostExit, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
 					name, rec.Fence, w.why(l, lost))
 			default:
-				result = confirmHeld(l, w, name, rec.Fence, code, releaseTimeout, stderr)
+				result = confirmHeld(l, w, name, rec.Fence, code, releaseTimeout, f.lostExit, stderr)
 			}
 		},
 		OnNewLeader: func(id string) {
@@ -692,7 +900,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 		return result
 	}
 	if s, ok := sigs.interrupted(); ok {
-		return fail(signalStatus(s), "interrupted by %v while campaigning for %q", s, name)
+		return fail(signalStatus(s), "interrupted by %s while campaigning for %q", signalName(s), name)
 	}
 	if err != nil {
 		return g.redisFailure(fmt.Sprintf("campaigning for %q", name), err)
@@ -706,7 +914,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 // unseen. An empty transaction guarded by the lease reads the key instead:
 // if it still holds this lease's token, nobody else held the name while the
 // command ran.
-func confirmHeld(l *lease.Lease, w *leaseWatch, name string, term int64, code int, timeout time.Duration, stderr io.Writer) error {
+func confirmHeld(l *lease.Lease, w *leaseWatch, name string, term int64, code int, timeout time.Duration, lostExit int, stderr io.Writer) error {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	_, err := l.Exec(ctx, func(redis.Pipeliner) error { return nil })
@@ -717,7 +925,7 @@ func confirmHeld(l *lease.Lease, w *leaseWatch, name string, term int64, code in
 		if info, ok := w.ended(l, time.Second); ok && info.Loss == lease.LossExpired {
 			why = lossText(info.Loss)
 		}
-		return fail(exitLost, "leadership of %q (term %d) was found lost after the command exited with status %d: %s", name, term, code, why)
+		return fail(lostExit, "leadership of %q (term %d) was found lost after the command exited with status %d: %s", name, term, code, why)
 	case err != nil:
 		fmt.Fprintf(stderr, "tenure: confirming the leadership of %q after the command: %v\n", name, err)
 	}

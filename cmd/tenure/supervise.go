@@ -16,6 +16,16 @@ import (
 // renewal had moved the lease's local deadline out of --grace's reach.
 var errNearDeadline = errors.New("Redis did not confirm a renewal in time (unreachable, slow or paused)")
 
+// renewFailure is what a message that says Redis did not confirm a
+// renewal in time adds about why: ": the last renewal failed: ERR", or
+// nothing when no renewal failed outright (one still in flight).
+func renewFailure(last error) string {
+	if last == nil {
+		return ""
+	}
+	return ": the last renewal failed: " + oneLine(bare(last))
+}
+
 // errDeadlinePassed is the cause of a stop that tenure came to only after
 // the local deadline had passed: tenure itself was stopped or starved.
 var errDeadlinePassed = errors.New("tenure could not renew the lease before its local deadline " +
@@ -27,6 +37,15 @@ type hold struct {
 	deadline func() time.Time         // the local deadline, which renewals move forward
 	renewed  <-chan struct{}          // pokes after renewals
 	describe func(cause error) string // the notice printed when ctx ends, from its cause
+	lastErr  func() error             // the last failed renewal's error, nil if none failed
+}
+
+// renewErr is the last failed renewal's error, nil if none (or unknown).
+func (h hold) renewErr() error {
+	if h.lastErr == nil {
+		return nil
+	}
+	return h.lastErr()
 }
 
 // supervise runs argv in a process group of its own, passes tenure's
@@ -156,8 +175,8 @@ func (s *supervisor) nearDeadline(now, dl time.Time) {
 	if left > 0 {
 		s.lost = errNearDeadline
 		s.term(func() string {
-			return fmt.Sprintf("Redis has not confirmed a renewal of the lease in time (unreachable, slow or paused), "+
-				"and its local deadline is in %v", left)
+			return fmt.Sprintf("Redis has not confirmed a renewal of the lease in time (unreachable, slow or paused)%s, "+
+				"and its local deadline is in %v", renewFailure(s.h.renewErr()), left)
 		}, dl)
 		return
 	}
@@ -187,7 +206,8 @@ func (s *supervisor) noteGuardStop(now time.Time) {
 	s.lost = errNearDeadline
 	s.say(func() string {
 		return "tenure: the guard stopped the command by the lease's local deadline that it was last told: " +
-			"no renewal was confirmed, or reached the guard, in time (Redis unreachable, slow or paused, or tenure slow)"
+			"no renewal was confirmed, or reached the guard, in time (Redis unreachable, slow or paused, or tenure slow)" +
+			renewFailure(s.h.renewErr())
 	})
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -126,6 +127,42 @@ type leaseWatch struct {
 	// renewed pokes (1-buffered, never blocking) after each successful
 	// renewal: supervise then tells the guard the new deadline.
 	renewed chan struct{}
+
+	// renewErr is the error of the last renewal that failed, if any:
+	// why a lease that Redis did not renew in time was lost.
+	renewErr error
+
+	// probe, when set, sends Redis one request (a PING) and returns its
+	// error: a renewal that timed out hides why (connection refused, i/o
+	// timeout, ...), which a fresh request shows. It runs once, for the
+	// first message that needs it.
+	probe     func(context.Context) error
+	probeOnce sync.Once
+	probed    error
+}
+
+// probeTimeout bounds the probe that looks for why renewals timed out.
+const probeTimeout = time.Second
+
+// lastRenewError returns the last failed renewal's error, nil if none.
+// When that error is only a timeout, it adds what a request sent now
+// meets, when that fails too.
+func (w *leaseWatch) lastRenewError() error {
+	w.mu.Lock()
+	last := w.renewErr
+	w.mu.Unlock()
+	if last == nil || !unanswered(last) || w.probe == nil {
+		return last
+	}
+	w.probeOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+		defer cancel()
+		w.probed = w.probe(ctx)
+	})
+	if w.probed == nil || unanswered(w.probed) {
+		return last // the PING timed out too: nothing more to say
+	}
+	return fmt.Errorf("%w; a PING sent after it: %v", last, w.probed)
 }
 
 // renewals pokes after successful renewals, many coalesced into one.
@@ -182,6 +219,9 @@ func (w *leaseWatch) hooks() lease.Hooks {
 		Renewed: func(l *lease.Lease, err error) {
 			left := time.Until(l.Deadline()).Round(time.Millisecond)
 			if err != nil {
+				w.mu.Lock()
+				w.renewErr = err
+				w.mu.Unlock()
 				w.log.Warn("renewal failed; retrying until the local deadline", "name", l.Name(), "fence", l.Fence(),
 					"deadline_in", left, "error", err)
 				return
@@ -244,11 +284,18 @@ func (w *leaseWatch) why(l *lease.Lease, cause error) string {
 			return w.lossText(info.Loss)
 		}
 	}
+	if errors.Is(cause, errNearDeadline) {
+		return bare(cause) + renewFailure(w.lastRenewError())
+	}
 	return bare(cause)
 }
 
-// lossText is lossText, or permitLossText for a semaphore's permits.
+// lossText is lossText, or permitLossText for a semaphore's permits; a
+// loss by the local deadline names the last renewal's error.
 func (w *leaseWatch) lossText(r lease.LossReason) string {
+	if r == lease.LossExpired {
+		return lossText(r) + renewFailure(w.lastRenewError())
+	}
 	if w.permit {
 		return permitLossText(r)
 	}
