@@ -168,6 +168,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		releaseTimeout derivedDuration
 		holder         string
 		permits        int
+		resize         bool
 	)
 	cmd := &cobra.Command{
 		Use:   "run [flags] NAME -- COMMAND [ARGS...]\n  tenure run -n N [flags] NAME -- COMMAND [ARGS...]",
@@ -179,12 +180,16 @@ with its status.
 
 With -n N, NAME is a semaphore of N permits (package semaphore): COMMAND runs
 under one of them, so at most N commands run at once under NAME across every
-host, and tenure waits while N are held. N is not stored on the server: each
-"tenure run -n" is let in only while fewer than its own N permits are held.
-A permit is a lease in every other respect: everything below (renewals, the
-stop before its local deadline, the loss, --holder, the exit statuses) holds
-for it as for a lease, and TENURE_FENCE is the permit's fence. A lease and
-permits of one NAME exclude each other.
+host, and tenure waits while N are held. The N of the run that took the first
+permit stands while any permit of NAME is held: a "tenure run -n" with another
+N fails at once with status 76, naming both, rather than letting more commands
+in than either meant; once no permit is held, the next run sets N anew. With
+--resize the run's N replaces the stored one instead: a larger N lets more in
+at once; a smaller one stops nothing that runs, and no run starts until fewer
+than the new N are held. A permit is a lease in every other respect:
+everything below (renewals, the stop before its local deadline, the loss,
+--holder, the exit statuses) holds for it as for a lease, and TENURE_FENCE is
+the permit's fence. A lease and permits of one NAME exclude each other.
 
 COMMAND runs in a process group of its own. Signals sent to tenure (INT, TERM,
 HUP, QUIT, USR1, USR2) are passed to that group. On Linux, when tenure is in
@@ -253,7 +258,10 @@ longer than a dead holder would.
   tenure run migrate -- sh -c 'migrate --fence "$TENURE_FENCE"'
 
   # at most 3 builds at once across the fleet
-  tenure run -n 3 builders -- make release`,
+  tenure run -n 3 builders -- make release
+
+  # from now on at most 5, while the others still run
+  tenure run -n 5 --resize builders -- make release`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			name, argv, err := nameAndCommand(cmd, args)
@@ -273,7 +281,10 @@ longer than a dead holder would.
 			if cmd.Flags().Changed("permits") && permits < 1 {
 				return fail(exitUsage, "-n %d: a semaphore has at least 1 permit", permits)
 			}
-			return runUnderLease(g, name, argv, f, wait, rt, holder, permits, cmd.ErrOrStderr())
+			if resize && permits == 0 {
+				return fail(exitUsage, "--resize is for -n N: a lease has no N to change")
+			}
+			return runUnderLease(g, name, argv, f, wait, rt, holder, permits, resize, cmd.ErrOrStderr())
 		},
 	}
 	f.add(cmd)
@@ -285,6 +296,8 @@ longer than a dead holder would.
 		"who holds the lease, stored with it at no extra round trip and shown by status and list")
 	cmd.Flags().IntVarP(&permits, "permits", "n", 0, "run under one of N permits of the semaphore NAME instead of its lease: "+
 		"at most N commands at once (N >= 1)")
+	cmd.Flags().BoolVar(&resize, "resize", false, "with -n N: make N the semaphore's number of permits while its permits are held under another "+
+		"(without it, such a run fails with status 76)")
 	return cmd
 }
 
@@ -384,7 +397,7 @@ func signalStatus(s os.Signal) int {
 // one of that many permits of the semaphore name: one path, only the
 // acquisition and the words differ, since a permit is a *lease.Lease.
 func runUnderLease(g *globals, name string, argv []string, f childFlags, wait waitFlag, releaseTimeout time.Duration, holder string,
-	permits int, stderr io.Writer) error {
+	permits int, resize bool, stderr io.Writer) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := newSigRouter(cancel, stderr)
@@ -422,9 +435,9 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 		sem := semaphore.New(m)
 		take = func(ctx context.Context, wait bool) (*lease.Lease, error) {
 			if wait {
-				return sem.Acquire(ctx, name, permits)
+				return sem.Acquire(ctx, name, permits, semaphore.WithResize(resize))
 			}
-			return sem.TryAcquire(ctx, name, permits)
+			return sem.TryAcquire(ctx, name, permits, semaphore.WithResize(resize))
 		}
 		held = fmt.Sprintf("the permit of %q", name)
 		busy = fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
@@ -445,6 +458,9 @@ func runUnderLease(g *globals, name string, argv []string, f childFlags, wait wa
 	if err != nil {
 		if s, ok := sigs.interrupted(); ok {
 			return fail(signalStatus(s), "interrupted by %v while waiting for %q", s, name)
+		}
+		if le := (*semaphore.LimitError)(nil); errors.As(err, &le) {
+			return fail(exitLimit, "%v: run with -n %d, or add --resize to make it %d", err, le.Held, le.Wanted)
 		}
 		if errors.Is(err, lease.ErrNotAcquired) {
 			return fail(exitTimeout, "%s; not acquired within --wait %v", busy, wait.String())
