@@ -9,6 +9,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/internal/bridge"
 )
 
 // acquireConfig validates name and opts and returns the settings for one
@@ -93,10 +94,13 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 		return nil, err
 	}
 	a.holding = k
+	if a.resize && a.limit == 0 {
+		return nil, fmt.Errorf("%w: resizing is for a semaphore's permits (package semaphore)", ErrInvalidOption)
+	}
 	if err := m.supports(a); err != nil {
 		return nil, err
 	}
-	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive, Limit: a.limit}
+	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive, Limit: a.limit, Resize: a.resize}
 	if !wait {
 		return m.tryOnce(ctx, req, a, attempts)
 	}
@@ -116,10 +120,18 @@ func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireCon
 		return nil, err
 	case l != nil && m.handOver(l):
 		return l, nil
+	case res.HeldLimit > 0:
+		return nil, limitMismatch(req, res)
 	case res.Acquired:
 		return nil, fmt.Errorf("%w: %q: it was won, but answered too late to be used", ErrNotAcquired, req.Name)
 	}
 	return nil, fmt.Errorf("%w: %q is held by another holder", ErrNotAcquired, req.Name)
+}
+
+// limitMismatch is the error of a permit request refused because the
+// name's permits are held under another N.
+func limitMismatch(req backend.Request, res backend.Acquisition) error {
+	return &bridge.LimitMismatch{Name: req.Name, Held: res.HeldLimit, Wanted: req.Limit}
 }
 
 // waitFor is Acquire's loop: attempt, and while the name is held, pause
@@ -272,6 +284,11 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 			w.queued = false // the abandon that follows takes us out of the queue
 		}
 		return nil, res, err
+	case res.HeldLimit > 0:
+		// Refused at once, touching nothing: a place in the queue from an
+		// earlier attempt (a set made anew under another N since) is
+		// left when the wait ends.
+		return nil, res, limitMismatch(w.req, res)
 	case w.a.fair && res.Arrival == 0:
 		// The attempt spent the waiter's token: it won a lease that came
 		// too late and is being released under that token, or found the

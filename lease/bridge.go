@@ -31,7 +31,8 @@ func init() {
 			}
 			return m.acquire(ctx, name, opts, wait, holding{limit: n})
 		},
-		Run: func(ctx context.Context, l *Lease, fn func(context.Context) error) error { return l.run(ctx, fn) },
+		Resize: func(on bool) AcquireOption { return resizeOption(on) },
+		Run:    func(ctx context.Context, l *Lease, fn func(context.Context) error) error { return l.run(ctx, fn) },
 		Holds: func(m *Manager, l *Lease) (bool, bool) {
 			return l != nil && l.m == m && l.Err() == nil, l != nil && l.permit
 		},

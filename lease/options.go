@@ -81,6 +81,7 @@ type acquireConfig struct {
 
 	// Set for packages reentrant and semaphore, through internal/bridge.
 	holding
+	resize bool // semaphore.WithResize: a permit request may change the name's N
 }
 
 // holding says what kind of hold an acquisition makes: a lease (the zero
@@ -273,6 +274,15 @@ func (o fairOption) applyAcquire(a *acquireConfig) error {
 // wait behind fair waiters that are queued, so fairness holds whoever asks.
 // As a CommonOption it sets the manager's default.
 func WithFair(on bool) CommonOption { return fairOption(on) }
+
+// resizeOption is semaphore.WithResize, made here (internal/bridge) since
+// only lease can make an AcquireOption.
+type resizeOption bool
+
+func (o resizeOption) applyAcquire(a *acquireConfig) error {
+	a.resize = bool(o)
+	return nil
+}
 
 type managerOption func(*config) error
 

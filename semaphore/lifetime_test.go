@@ -85,7 +85,7 @@ func TestLastReleaseDeletesTheSet(t *testing.T) {
 	}
 }
 
-// A request with a larger n goes at once, even while requests of the same
+// A request that raises n goes at once, even while requests of the same
 // manager with a smaller n wait: it may find a permit that they cannot.
 func TestRaisingNGoesAheadOfSmallerWaiters(t *testing.T) {
 	srv := redistest.Start(t)
@@ -106,7 +106,7 @@ func TestRaisingNGoesAheadOfSmallerWaiters(t *testing.T) {
 		return srv.Client(t).PubSubNumSub(ctx, "tenure:{grow}:released").Val()["tenure:{grow}:released"] > 0
 	})
 	start := time.Now()
-	l, err := p.Acquire(ctx, "grow", 5)
+	l, err := p.Acquire(ctx, "grow", 5, semaphore.WithResize(true))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,12 +20,24 @@
 //
 // # The number of permits
 //
-// n is given on every call, not stored: each request is granted a permit
-// only while fewer than its own n are held. Raising n lets waiters in at
-// once (for those that ask with the new n). Lowering n strands nobody:
-// holders above the new n keep their permits until they release or lose
-// them, and requests with the new n wait until fewer than it are held.
-// Requests with different n on one name are each judged by their own.
+// n is given on every call, and the n of the request that took the first
+// permit stands while any permit of the name is held: it is stored with
+// the permits and goes with the last of them (released, or expired). A
+// request with another n fails at once, without waiting, with a
+// *LimitError that matches ErrLimitMismatch and says both numbers: two
+// configurations that disagree on n would otherwise let more holders in
+// than either meant. Once no permit is held the next request to take one
+// sets n anew, whatever it was before; a waiter that asked while permits
+// were held under its n, and finds them held under another when it asks
+// again (the set emptied and was taken anew), fails likewise.
+//
+// To change n while permits are held, ask with WithResize(true): the
+// request stores its n and is then judged by it, as every request after it
+// is. Raising n lets more in at once. Lowering it strands nobody and
+// revokes nothing: holders above the new n keep their permits until they
+// release or lose them, and no request is granted one until fewer than
+// the new n are held. A resizing request stores its n at each attempt, so
+// of two that disagree, the latest attempt stands.
 //
 // # Waiting and fairness
 //
@@ -58,6 +70,7 @@ package semaphore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/tenure-go/tenure/internal/bridge"
@@ -67,6 +80,43 @@ import (
 // inside reaches the part of lease that permits need and lease does not
 // export.
 var inside = bridge.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]()
+
+// ErrLimitMismatch is matched (errors.Is) by the error of a request
+// refused because the name's permits are held under another n: a
+// *LimitError.
+var ErrLimitMismatch = errors.New("semaphore: permits are held under another n")
+
+// LimitError is the error of a request whose n differs from the n that the
+// name's permits are held under, and which did not ask to resize
+// (WithResize): it fails at once, without waiting. It matches
+// ErrLimitMismatch; it does not match lease.ErrNotAcquired, since waiting
+// or trying again with the same n does not help while permits are held.
+type LimitError struct {
+	// Name is the semaphore's name.
+	Name string
+	// Held is the n the permits are held under, Wanted the request's.
+	Held, Wanted int
+}
+
+// Error says both numbers: "semaphore NAME has n=2 while its permits are
+// held; this request asked n=3".
+func (e *LimitError) Error() string {
+	return fmt.Sprintf("semaphore %q has n=%d while its permits are held; this request asked n=%d", e.Name, e.Held, e.Wanted)
+}
+
+// Is reports whether target is ErrLimitMismatch.
+func (e *LimitError) Is(target error) bool { return target == ErrLimitMismatch }
+
+// WithResize(true) lets a request change the semaphore's n: while the
+// name's permits are held under another n, the request stores its own
+// instead of failing with ErrLimitMismatch, and is then judged by it, as
+// every request after it is. Held permits are never revoked: when n goes
+// down, holders above it keep their permits until they let go, and no
+// request is granted one until fewer than the new n are held. With no
+// permit held it changes nothing: the request that takes the first permit
+// sets n anyway. It is an option of Permits' methods only; a lease's
+// Acquire refuses it (lease.ErrInvalidOption).
+func WithResize(on bool) lease.AcquireOption { return inside.Resize(on) }
 
 // Permits takes permits of semaphores through a lease.Manager, sharing its
 // watchdog, its pub/sub connection and its key prefix. It keeps no state of
@@ -83,23 +133,36 @@ func New(m *lease.Manager) *Permits {
 // Acquire waits until it holds one of the n permits of the semaphore
 // called name, or ctx ends, as lease.Manager.Acquire waits for a lease.
 // ctx bounds the wait only. opts are the options of an acquisition
-// (lease.WithTTL, lease.WithFair, ...). n must be at least 1; it is an
-// error wrapping lease.ErrInvalidOption otherwise.
+// (lease.WithTTL, lease.WithFair, WithResize, ...). n must be at least 1;
+// it is an error wrapping lease.ErrInvalidOption otherwise. While the
+// name's permits are held under another n, Acquire fails at once with a
+// *LimitError (ErrLimitMismatch), unless opts has WithResize(true).
 func (p *Permits) Acquire(ctx context.Context, name string, n int, opts ...lease.AcquireOption) (*lease.Lease, error) {
 	if p == nil || p.m == nil {
 		return nil, errNoManager
 	}
-	return inside.Permit(ctx, p.m, name, n, true, opts)
+	return limitError(inside.Permit(ctx, p.m, name, n, true, opts))
 }
 
 // TryAcquire makes one attempt: it returns an error wrapping
 // lease.ErrNotAcquired at once if n permits of name are held, or the name
-// is held by a lease or a reentrant lock, or fair waiters wait for it.
+// is held by a lease or a reentrant lock, or fair waiters wait for it; and
+// a *LimitError, as Acquire, if the permits are held under another n.
 func (p *Permits) TryAcquire(ctx context.Context, name string, n int, opts ...lease.AcquireOption) (*lease.Lease, error) {
 	if p == nil || p.m == nil {
 		return nil, errNoManager
 	}
-	return inside.Permit(ctx, p.m, name, n, false, opts)
+	return limitError(inside.Permit(ctx, p.m, name, n, false, opts))
+}
+
+// limitError turns lease's error for a request refused for its n into a
+// *LimitError.
+func limitError(l *lease.Lease, err error) (*lease.Lease, error) {
+	var lm *bridge.LimitMismatch
+	if errors.As(err, &lm) {
+		return l, &LimitError{Name: lm.Name, Held: lm.Held, Wanted: lm.Wanted}
+	}
+	return l, err
 }
 
 // Do holds a permit of name while fn runs, as lease.Manager.Do holds a

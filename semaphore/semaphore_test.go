@@ -110,6 +110,8 @@ func TestNeverMoreThanNLivePermits(t *testing.T) {
 	}
 }
 
+// TryAcquire fails at once when n permits are held; a request that
+// resizes is judged by its new n, and lowering n revokes nothing.
 func TestTryAcquireAndChangingN(t *testing.T) {
 	srv := redistest.Start(t)
 	p := semaphore.New(newManager(t, srv.Client(t)))
@@ -126,7 +128,7 @@ func TestTryAcquireAndChangingN(t *testing.T) {
 		t.Fatalf("a fourth permit of 3: %v", err)
 	}
 	// Lowered: the three keep their permits; nobody new gets in.
-	if _, err := p.TryAcquire(ctx, "crawl", 2); !errors.Is(err, lease.ErrNotAcquired) {
+	if _, err := p.TryAcquire(ctx, "crawl", 2, semaphore.WithResize(true)); !errors.Is(err, lease.ErrNotAcquired) {
 		t.Fatalf("a permit of 2 with 3 held: %v", err)
 	}
 	for _, l := range held {
@@ -135,20 +137,20 @@ func TestTryAcquireAndChangingN(t *testing.T) {
 		}
 	}
 	// Raised: one more gets in.
-	fourth, err := p.TryAcquire(ctx, "crawl", 4)
+	fourth, err := p.TryAcquire(ctx, "crawl", 4, semaphore.WithResize(true))
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Releasing two of four leaves two: still none for n=2, one for n=3.
+	// Releasing two of four leaves two: none for n=2, one for n=3.
 	for _, l := range held[:2] {
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := p.TryAcquire(ctx, "crawl", 2); !errors.Is(err, lease.ErrNotAcquired) {
+	if _, err := p.TryAcquire(ctx, "crawl", 2, semaphore.WithResize(true)); !errors.Is(err, lease.ErrNotAcquired) {
 		t.Fatalf("a permit of 2 with 2 held: %v", err)
 	}
-	if _, err := p.TryAcquire(ctx, "crawl", 3); err != nil {
+	if _, err := p.TryAcquire(ctx, "crawl", 3, semaphore.WithResize(true)); err != nil {
 		t.Fatalf("a permit of 3 with 2 held: %v", err)
 	}
 	if err := fourth.Release(ctx); err != nil {

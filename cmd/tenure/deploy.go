@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/semaphore"
 )
 
 // The kinds of deployment one --redis value names.
@@ -518,7 +519,8 @@ func (g *globals) retrying(ctx context.Context, take func(context.Context, bool)
 // retryable reports whether err, from a waiting acquisition, is Redis
 // failing, which a retry may mend.
 func retryable(err error) bool {
-	for _, e := range []error{lease.ErrNotAcquired, lease.ErrInvalidOption, lease.ErrInvalidName, lease.ErrClosed, errors.ErrUnsupported} {
+	for _, e := range []error{lease.ErrNotAcquired, lease.ErrInvalidOption, lease.ErrInvalidName, lease.ErrClosed, errors.ErrUnsupported,
+		semaphore.ErrLimitMismatch} {
 		if errors.Is(err, e) {
 			return false
 		}

@@ -44,10 +44,14 @@ type holding struct {
 	// Leader is the elected leader, when the holder is one.
 	Leader *election.Record `json:"leader,omitempty"`
 	// Permits are the live permits of a semaphore (or a read lock's
-	// readers), by fence; Held is how many. Their N is not stored on the
-	// server: each request carries its own.
+	// readers), by fence; Held is how many.
 	Permits []permit `json:"permits,omitempty"`
 	Held    int      `json:"held,omitempty"`
+	// N is the semaphore's number of permits, stored with them by the
+	// request that took the first (or the latest --resize): a request with
+	// another N is refused while any is held. 0 when none is held, or the
+	// permits were taken by a tenure that did not store it.
+	N int `json:"n,omitempty"`
 	// Limit is status -n's N, when given, and Free how many of N permits
 	// a request with that N could take now (waiters aside): N - Held for
 	// permits, N for a free name, 0 for a name a lease or lock holds.
@@ -169,6 +173,9 @@ func inspect(ctx context.Context, c redis.UniversalClient, prefix string, names 
 			}
 			sort.Slice(h.Permits, func(a, b int) bool { return h.Permits[a].Fence < h.Permits[b].Fence })
 			h.Held = len(h.Permits)
+			if h.Held > 0 {
+				h.N, _ = strconv.Atoi(fences["n"])
+			}
 		}
 		if h.Kind != "free" {
 			h.TTLms = -1
@@ -211,7 +218,10 @@ func (h holding) heldText() string {
 	if h.Free != nil {
 		return fmt.Sprintf("%d held, %d of -n %d free", h.Held, *h.Free, h.Limit)
 	}
-	return fmt.Sprintf("%d held (N is each request's own, not stored: status -n N shows how many are free)", h.Held)
+	if h.N > 0 {
+		return fmt.Sprintf("%d held of n=%d", h.Held, h.N)
+	}
+	return fmt.Sprintf("%d held (no N stored: status -n N shows how many are free)", h.Held)
 }
 
 func (h holding) ttl() string {
@@ -327,9 +337,9 @@ read lock)": the readers of a read-write lock (package rwlock, "tenure run
 apart; a read-write lock's writer shows as a lease. Each live permit is shown
 with its fence, the TTL it has left (its expiry less the server's TIME) and its
 holder identity; a permit taken without one shows as "no holder identity" (or
-"?" in list). How many permits a semaphore has is not stored on the server:
-each request carries its own N. So status says how many are held, and with -n
-N also how many of N are free.
+"?" in list). While permits are held, the semaphore's N (the first holder's, or
+the latest --resize) is stored with them and shown as "n"; status says how many
+are held, and with -n N also how many of N are free.
 
 With --watch, tenure prints the holder of each NAME at once, then one line for
 every change of holder (a new fence, a lock's owners, a leader record, free),
@@ -379,8 +389,8 @@ func newStatusCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&o.watch, "watch", false, "print every change of holder of the NAMEs, with its time, until SIGINT")
 	cmd.Flags().BoolVar(&o.check, "check", false, "print nothing; exit 0 if NAME is held, 1 if it is free (with -n N: 0 if no permit of N is free)")
 	cmd.Flags().Var(&o.interval, "interval", "with --watch, how often to read the NAMEs")
-	cmd.Flags().IntVarP(&o.permits, "permits", "n", 0, "the semaphore's number of permits N, which the server does not store: "+
-		"show how many of N are free")
+	cmd.Flags().IntVarP(&o.permits, "permits", "n", 0, "a semaphore's number of permits N: show how many of N are free "+
+		"(the N stored with held permits is shown anyway)")
 	return cmd
 }
 
@@ -451,6 +461,9 @@ func printStatus(out io.Writer, h holding, prefix string) error {
 	}
 	if h.Kind == "permits" {
 		fmt.Fprintf(tw, "permits\t%s\n", h.heldText())
+		if h.N > 0 {
+			fmt.Fprintf(tw, "n\t%d\n", h.N)
+		}
 		for _, p := range h.Permits {
 			fmt.Fprintf(tw, "permit\t%s\n", p.text())
 		}

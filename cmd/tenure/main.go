@@ -57,6 +57,7 @@ const (
 	exitUsage   = 2  // bad flags or arguments
 	exitRedis   = 69 // Redis unreachable or failing (EX_UNAVAILABLE)
 	exitTimeout = 75 // --wait ran out: the name is held (EX_TEMPFAIL); --held-exit's default
+	exitLimit   = 76 // run -n N: NAME's permits are held under another N, and no --resize (EX_PROTOCOL)
 	exitLost    = 77 // the lease or leadership was lost while the command ran (EX_NOPERM); --lost-exit's default
 	// Redis refused the user: a permission or authentication error, or a
 	// certificate refused in the TLS handshake (EX_CONFIG: 77, EX_NOPERM,
@@ -95,6 +96,8 @@ const exitStatusesHead = `Exit status:
 
 const exitStatusWait = `  75 (--held-exit)      --wait ran out while another holder held NAME, or the
                         one attempt of --wait 0 found it held
+  76                    -n N: NAME's permits are held under another N (the message
+                        says both); --resize changes it
 `
 
 const exitStatusesTail = `  77 (--lost-exit)      the lease (or leadership) was lost while the command ran,

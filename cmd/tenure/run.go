@@ -184,6 +184,7 @@ type runOptions struct {
 	holder         string
 	permits        int
 	shared         bool
+	resize         bool
 	heldExit       int
 }
 
@@ -202,6 +203,8 @@ func (o *runOptions) add(cmd *cobra.Command) {
 		"run together, and exclude every exclusive run of NAME")
 	cmd.Flags().IntVar(&o.heldExit, "held-exit", exitTimeout, "the exit status when NAME stays held: --wait ran out, "+
 		"or its one attempt (--wait 0) failed (1-255)")
+	cmd.Flags().BoolVar(&o.resize, "resize", false, "with -n N: make N the semaphore's number of permits while its permits are held under another "+
+		"(without it, such a run fails with status 76)")
 }
 
 // check validates the flags, and returns the release timeout to use.
@@ -218,6 +221,9 @@ func (o *runOptions) check(cmd *cobra.Command) (time.Duration, error) {
 	}
 	if cmd.Flags().Changed("permits") && o.permits < 1 {
 		return 0, fail(exitUsage, "-n %d: a semaphore has at least 1 permit", o.permits)
+	}
+	if o.resize && o.permits == 0 {
+		return 0, fail(exitUsage, "--resize is for -n N: a lease has no N to change")
 	}
 	if o.shared && cmd.Flags().Changed("permits") {
 		return 0, fail(exitUsage, "--shared and -n exclude each other: a read lock is a permit of a semaphore with no practical limit")
@@ -267,12 +273,16 @@ semaphore with no practical limit; status shows it as permits.
 
 With -n N, NAME is a semaphore of N permits (package semaphore): COMMAND runs
 under one of them, so at most N commands run at once under NAME across every
-host, and tenure waits while N are held. N is not stored on the server: each
-"tenure run -n" is let in only while fewer than its own N permits are held.
-A permit is a lease in every other respect: everything below (renewals, the
-stop before its local deadline, the loss, --holder, the exit statuses) holds
-for it as for a lease, and TENURE_FENCE is the permit's fence. A lease and
-permits of one NAME exclude each other.
+host, and tenure waits while N are held. The N of the run that took the first
+permit stands while any permit of NAME is held: a "tenure run -n" with another
+N fails at once with status 76, naming both, rather than letting more commands
+in than either meant; once no permit is held, the next run sets N anew. With
+--resize the run's N replaces the stored one instead: a larger N lets more in
+at once; a smaller one stops nothing that runs, and no run starts until fewer
+than the new N are held. A permit is a lease in every other respect:
+everything below (renewals, the stop before its local deadline, the loss,
+--holder, the exit statuses) holds for it as for a lease, and TENURE_FENCE is
+the permit's fence. A lease and permits of one NAME exclude each other.
 
 COMMAND runs in a process group of its own. Signals sent to tenure (INT, TERM,
 HUP, QUIT, USR1, USR2) are passed to that group. On Linux, when tenure is in
@@ -351,6 +361,9 @@ func newRunCmd(g *globals) *cobra.Command {
 
   # at most 3 builds at once across the fleet
   tenure run -n 3 builders -- make release
+
+  # from now on at most 5, while the others still run
+  tenure run -n 5 --resize builders -- make release
 
   # readers together, the writer alone (flock -s and flock)
   tenure run --shared catalog -- ./read-catalog.sh
@@ -516,16 +529,16 @@ type acquirer struct {
 	busy            func(who string) string
 }
 
-func newAcquirer(m *lease.Manager, name string, permits int, shared, quorum bool) acquirer {
+func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quorum bool) acquirer {
 	switch {
 	case permits > 0:
 		sem := semaphore.New(m)
 		return acquirer{
 			take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
 				if wait {
-					return sem.Acquire(ctx, name, permits)
+					return sem.Acquire(ctx, name, permits, semaphore.WithResize(resize))
 				}
-				return sem.TryAcquire(ctx, name, permits)
+				return sem.TryAcquire(ctx, name, permits, semaphore.WithResize(resize))
 			},
 			kind:      "permit",
 			held:      fmt.Sprintf("the permit of %q", name),
@@ -599,7 +612,7 @@ func (r *runner) run() error {
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
-	r.how = newAcquirer(m, r.name, r.o.permits, r.o.shared, client.quorum())
+	r.how = newAcquirer(m, r.name, r.o.permits, r.o.resize, r.o.shared, client.quorum())
 	r.whoHolds = func(ctx context.Context) string {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
@@ -654,6 +667,9 @@ func (r *runner) acquire(ctx context.Context) (*lease.Lease, error) {
 	}
 	if s, ok := r.sigs.interrupted(); ok {
 		return nil, fail(signalStatus(s), "interrupted by %s while waiting for %q", signalName(s), r.name)
+	}
+	if le := (*semaphore.LimitError)(nil); errors.As(err, &le) {
+		return nil, fail(exitLimit, "%v: run with -n %d, or add --resize to make it %d", err, le.Held, le.Wanted)
 	}
 	if errors.Is(err, lease.ErrNotAcquired) {
 		return nil, fail(r.o.heldExit, "%s; not acquired within --wait %v", r.how.busy(r.whoHolds(context.Background())), r.o.wait.String())

@@ -76,7 +76,7 @@ func TestRunPermits(t *testing.T) {
 		}
 	}
 	slices.Sort(fences)
-	if h.Kind != "permits" || h.Held != 2 || h.Limit != 2 || h.Free == nil || *h.Free != 0 ||
+	if h.Kind != "permits" || h.Held != 2 || h.N != 2 || h.Limit != 2 || h.Free == nil || *h.Free != 0 ||
 		!slices.Equal(fences, slices.Sorted(slices.Values(first))) {
 		t.Errorf("status --json -n 2 of the two permits started as %v:\n%s", first, out)
 	}
@@ -90,7 +90,7 @@ func TestRunPermits(t *testing.T) {
 	}
 	code, out, _ = result(t, tenure("status", name))
 	if code != 0 || !strings.Contains(out, "kind     permits (semaphore or read lock)") ||
-		!strings.Contains(out, "permits  2 held (N is each request's own") ||
+		!strings.Contains(out, "permits  2 held of n=2") || !strings.Contains(out, "\nn        2\n") ||
 		strings.Count(out, "\npermit   fence ") != 2 || !strings.Contains(out, ", holder sem-") {
 		t.Errorf("status of the permits: %d\n%s", code, out)
 	}
@@ -269,5 +269,74 @@ func TestStatusReadWriteLock(t *testing.T) {
 		if code, _, stderr := result(t, tenure(args...)); code != exitUsage || !strings.Contains(stderr, "at least 1 permit") {
 			t.Errorf("%v: status %d, want %d: %s", args, code, exitUsage, stderr)
 		}
+	}
+}
+
+// TestRunPermitsMismatch: two "tenure run -n 2" hold permits; "tenure run
+// -n 3" (waiting forever by default) fails at once with status 76, naming
+// both numbers; with --resize it runs beside the two, and then -n 2 is the
+// one refused; status shows the stored n; --resize without -n is a usage
+// error; once every permit is released a new -n is taken as it comes.
+func TestRunPermitsMismatch(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	const name = "sem-mismatch"
+	key := "tenure:{" + name + "}"
+	t.Cleanup(func() { c.Del(ctx, key, key+":permits") })
+	dir := t.TempDir()
+	log, gate := filepath.Join(dir, "log"), filepath.Join(dir, "go")
+	var runs []*exec.Cmd
+	for i := range 2 {
+		cmd := tenure("run", "-n", "2", "--holder", fmt.Sprintf("two-%d", i), name, "--", "sh", "-c", permitCmd, "sh", log, gate)
+		startBackground(t, cmd)
+		runs = append(runs, cmd)
+	}
+	fences := starts(waitFile(t, log, 2, 30*time.Second))
+
+	code, _, stderr := result(t, tenure("run", "-n", "3", name, "--", "true"))
+	if code != exitLimit || strings.Count(stderr, "\n") != 1 ||
+		!strings.Contains(stderr, `semaphore "sem-mismatch" has n=2 while its permits are held; this request asked n=3`) ||
+		!strings.Contains(stderr, "--resize") {
+		t.Errorf("run -n 3 beside two of -n 2: status %d, want %d; stderr: %q", code, exitLimit, stderr)
+	}
+	code, _, stderr = result(t, tenure("run", "--resize", name, "--", "true"))
+	if code != exitUsage || !strings.Contains(stderr, "--resize is for -n N") {
+		t.Errorf("--resize without -n: status %d, want %d; stderr: %q", code, exitUsage, stderr)
+	}
+	code, _, stderr = result(t, tenure("run", "-n", "3", "--resize", "--wait", "0", name, "--", "true"))
+	if code != 0 {
+		t.Errorf("run -n 3 --resize beside two of -n 2: status %d, want 0; stderr: %q", code, stderr)
+	}
+	// (Its permit is released; the two -n 2 runs still hold theirs.)
+	code, _, stderr = result(t, tenure("run", "-n", "2", "--wait", "0", name, "--", "true"))
+	if code != exitLimit || !strings.Contains(stderr, "has n=3 while its permits are held; this request asked n=2") {
+		t.Errorf("run -n 2 after the resize to 3: status %d, want %d; stderr: %q", code, exitLimit, stderr)
+	}
+	code, out, _ := result(t, tenure("status", "--json", name))
+	var h holding
+	if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil || h.Held != 2 || h.N != 3 {
+		t.Errorf("status --json after the resize: %d %v %s", code, err, out)
+	}
+	code, out, _ = result(t, tenure("status", name))
+	if code != 0 || !strings.Contains(out, "permits  2 held of n=3") || !strings.Contains(out, "\nn        3\n") {
+		t.Errorf("status after the resize: %d\n%s", code, out)
+	}
+
+	for _, f := range fences {
+		if err := os.WriteFile(gate+"-"+f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, r := range runs {
+		if code := exitOf(t, r, 30*time.Second); code != 0 {
+			t.Errorf("run %d of -n 2 exited %d, want its command's 0", i, code)
+		}
+	}
+	code, _, stderr = result(t, tenure("run", "-n", "1", "--wait", "0", name, "--", "true"))
+	if code != 0 {
+		t.Errorf("run -n 1 once no permit is held: status %d, want 0; stderr: %q", code, stderr)
+	}
+	if n := c.Exists(ctx, key, key+":permits").Val(); n != 0 {
+		t.Errorf("%d keys of the semaphore left after its last permit", n)
 	}
 }

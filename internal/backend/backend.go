@@ -46,6 +46,11 @@ type Request struct {
 	// the attempt takes one while fewer than Limit are held. Owner must be
 	// empty.
 	Limit int
+	// Resize, for a permit, lets the request change the semaphore's N:
+	// while permits are held under another N, Limit becomes the N
+	// (permit.lua). Without it such a request is refused
+	// (Acquisition.HeldLimit).
+	Resize bool
 	// Queue, when positive, makes the attempt fair: the name goes to waiters
 	// in the order they first asked, and the queue forgets a waiter that
 	// has not tried again for Queue.
@@ -124,6 +129,11 @@ type Acquisition struct {
 	// queue (server time in microseconds): the queue's order. It is 0 for a
 	// barging request.
 	Arrival int64
+	// HeldLimit, when positive, is the N that the semaphore's permits are
+	// held under, which a permit request with another Limit and no
+	// Resize was refused for at once: it touched nothing, and waiting
+	// would not help while permits are held.
+	HeldLimit int
 	// Retired reports that the request's token was retired before the
 	// request arrived (Abandon ran, or a lease under this token was
 	// released): it was refused and touched nothing. A request with a

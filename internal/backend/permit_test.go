@@ -120,3 +120,68 @@ func TestPermitScripts(t *testing.T) {
 		t.Fatalf("renewing a permit of a leased name: %v", errs[0])
 	}
 }
+
+// permit.lua's stored N: the first grant's N stands while permits are
+// held; another N is refused, touching nothing, unless it resizes; the N
+// goes with the last permit (letgo.lua's settle()).
+func TestPermitLimitStored(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	be := backend.NewRedis(srv.Client(t), "p:")
+	ctx := context.Background()
+	req := func(tok string, n int, resize bool) backend.Request {
+		return backend.Request{Name: "s", Token: tok, TTL: time.Minute, Limit: n, Resize: resize}
+	}
+	stored := func() string { return raw.HGet(ctx, "p:{s}:permits", "n").Val() }
+
+	if a, err := be.Acquire(ctx, req("t1", 2, false)); err != nil || !a.Acquired {
+		t.Fatalf("%+v %v", a, err)
+	}
+	if s := stored(); s != "2" {
+		t.Fatalf("stored n %q after the first grant, want 2", s)
+	}
+	// A resend of a granted request is answered as the first was.
+	if a, err := be.Acquire(ctx, req("t1", 2, false)); err != nil || !a.Acquired {
+		t.Fatalf("resend: %+v %v", a, err)
+	}
+	for _, fair := range []time.Duration{0, time.Minute} {
+		r := req("t2", 3, false)
+		r.Queue = fair
+		a, err := be.Acquire(ctx, r)
+		if err != nil || a.Acquired || a.HeldLimit != 2 || a.Arrival != 0 {
+			t.Fatalf("n=3 beside n=2 (queue %v): %+v %v", fair, a, err)
+		}
+	}
+	if n := raw.Exists(ctx, "p:{s}:queue", "p:{s}:queue:expiry").Val(); n != 0 {
+		t.Fatal("a refused fair request joined the queue")
+	}
+	// Resizing down to 1 with one held: refused for want of a permit, but
+	// stored; then n=2 is the mismatch.
+	if a, err := be.Acquire(ctx, req("t3", 1, true)); err != nil || a.Acquired || a.HeldLimit != 0 {
+		t.Fatalf("resize to 1 with 1 held: %+v %v", a, err)
+	}
+	if s := stored(); s != "1" {
+		t.Fatalf("stored n %q after resizing to 1", s)
+	}
+	if a, err := be.Acquire(ctx, req("t4", 2, false)); err != nil || a.HeldLimit != 1 {
+		t.Fatalf("n=2 after resizing to 1: %+v %v", a, err)
+	}
+	if ttl := raw.PTTL(ctx, "p:{s}:permits").Val(); ttl <= 0 {
+		t.Fatalf("the permits' hash has TTL %v after a resize", ttl)
+	}
+	// The last release takes the stored n with it.
+	errs := make([]error, 1)
+	be.Release(ctx, []backend.Item{{Name: "s", Token: "t1", TTL: time.Minute, Permit: true}}, errs)
+	if errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	if n := raw.Exists(ctx, "p:{s}", "p:{s}:permits").Val(); n != 0 {
+		t.Fatalf("%d keys left after the last permit's release", n)
+	}
+	if a, err := be.Acquire(ctx, req("t5", 5, false)); err != nil || !a.Acquired {
+		t.Fatalf("n=5 on a fresh set: %+v %v", a, err)
+	}
+	if s := stored(); s != "5" {
+		t.Fatalf("stored n %q on a fresh set, want 5", s)
+	}
+}

@@ -119,7 +119,11 @@ func (r *Redis) acquirePermit(ctx context.Context, req Request) (Acquisition, er
 		return Acquisition{}, errors.New("backend: a permit request has no owner")
 	}
 	keys := r.layout.PermitKeys(req.Name, req.Token)
-	args := []any{req.Token, msArg(&r.ttlArg, req.TTL), req.Limit, req.Queue.Milliseconds()}
+	resize := "0"
+	if req.Resize {
+		resize = "1"
+	}
+	args := []any{req.Token, msArg(&r.ttlArg, req.TTL), req.Limit, req.Queue.Milliseconds(), resize}
 	if r.acks > 0 {
 		return r.acquireAcked(ctx, permitScript, req, keys, args)
 	}
@@ -158,6 +162,8 @@ func acquisition(cmd *redis.Cmd) (Acquisition, error) {
 		return Acquisition{Acquired: true, Fence: vals[1], Count: vals[2]}, nil
 	case len(vals) == 2 && vals[0] == 0 && vals[1] == -2:
 		return Acquisition{Retired: true, HolderTTL: -1}, nil
+	case len(vals) == 3 && vals[0] == 0 && vals[1] == -3 && vals[2] > 0:
+		return Acquisition{HeldLimit: int(vals[2]), HolderTTL: -1}, nil
 	case (len(vals) == 2 || len(vals) == 3) && vals[0] == 0:
 		a := Acquisition{HolderTTL: time.Duration(vals[1]) * time.Millisecond}
 		if vals[1] < 0 {

@@ -32,6 +32,9 @@ type Bridge[M, L, O any] struct {
 	// Permit acquires one permit of the semaphore of n permits called name
 	// on manager m, waiting (as Acquire) or not (as TryAcquire).
 	Permit func(ctx context.Context, m M, name string, n int, wait bool, opts []O) (L, error)
+	// Resize returns the acquire option of semaphore.WithResize: a permit
+	// request that may change the N the name's permits are held under.
+	Resize func(on bool) O
 	// Run runs fn under the held l and releases l when fn returns, as
 	// lease.Manager.Do does once it holds its lease.
 	Run func(ctx context.Context, l L, fn func(context.Context) error) error
@@ -41,6 +44,18 @@ type Bridge[M, L, O any] struct {
 	// OnBackend returns a manager with opts whose leases live in be, a
 	// backend.Backend (the in-memory one of package leasetest).
 	OnBackend func(be any, opts []any) (M, error)
+}
+
+// LimitMismatch is lease's error for a permit request refused because the
+// name's permits are held under another N (backend.Acquisition.HeldLimit);
+// package semaphore turns it into its own error, semaphore.LimitError.
+type LimitMismatch struct {
+	Name         string
+	Held, Wanted int
+}
+
+func (e *LimitMismatch) Error() string {
+	return fmt.Sprintf("semaphore %q has n=%d while its permits are held; this request asked n=%d", e.Name, e.Held, e.Wanted)
 }
 
 var bridge any

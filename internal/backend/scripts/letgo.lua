@@ -3,8 +3,8 @@
 -- (internal/backend prepends this file to each of them; it defines
 -- functions and runs nothing).
 --
--- A semaphore's set (and its P{N}:permits hash) lives exactly as long as
--- its latest permit: permit.lua and renew.lua only ever raise the set's TTL
+-- A semaphore's set (and its P{N}:permits hash, with the N it stores in
+-- field 'n') lives exactly as long as its latest permit: permit.lua and renew.lua only ever raise the set's TTL
 -- to a permit's new expiry, and every script that takes a permit out calls
 -- settle, which lowers the TTL to the latest permit left, or deletes both
 -- keys when none is left. So a set whose permits have all expired has
@@ -13,7 +13,8 @@
 
 -- settle sets the TTL of set and fences to the latest expiry among set's
 -- permits (scores, server time in ms), or deletes both when every permit
--- has expired by now_ms or none is left.
+-- has expired by now_ms or none is left: the stored N goes with the last
+-- permit, and the next set takes its first requester's N.
 local function settle(set, fences, now_ms)
   local last = redis.call('ZRANGE', set, -1, -1, 'WITHSCORES')
   if #last == 0 or tonumber(last[2]) <= now_ms then

@@ -13,15 +13,22 @@
 -- KEYS[4]  the fair queue, P{N}:queue (as acquire.lua's)
 -- KEYS[5]  the queue's expiries, P{N}:queue:expiry (as acquire.lua's)
 -- KEYS[6]  each permit's fence, P{N}:permits: a hash of token -> fence, so
---          that a resent request is answered with the fence it was given
+--          that a resent request is answered with the fence it was given,
+--          and the reserved field 'n': the semaphore's N, which lives and
+--          dies with the permits (letgo.lua's settle())
 -- ARGV[1]  the request's random token: the permit's, when granted
 -- ARGV[2]  the TTL in milliseconds
--- ARGV[3]  the number of permits, N >= 1: this request's N. N may differ
---          between requests; each is granted only while fewer than its own
---          N permits are held
+-- ARGV[3]  the number of permits, N >= 1: this request's N. The N of the
+--          request that took the first permit stands while any permit is
+--          held (it is stored in KEYS[6]'s field 'n'); a request with
+--          another N is refused at once, unless ARGV[5] resizes. Once no
+--          permit is held, the next request granted one stores its own N
 -- ARGV[4]  fair mode: how long, in milliseconds, the queue keeps this token
 --          without another attempt; '0' for a barging request, which joins
 --          no queue but waits while anyone waits in it (as acquire.lua's)
+-- ARGV[5]  '1' to resize: while permits are held under another N, store
+--          ARGV[3] as the N (held permits stay; new ones are granted only
+--          while fewer than the new N are held); '0' otherwise
 --
 -- Returns  fence, an integer, when the token now holds a permit (also when
 --                    it already did: a client library's resent request
@@ -33,13 +40,17 @@
 --                    promised to the queue), -1 when never; a fair request
 --                    also gets its arrival in the queue (server time in us);
 --          {0, -2}   when its sender already gave this request up
---                    (abandon.lua ran): nothing is touched.
+--                    (abandon.lua ran): nothing is touched;
+--          {0, -3, n} when permits are held under another N, n, and the
+--                    request does not resize: it is refused at once, and
+--                    neither joins the queue nor waits.
 -- Fences are made as acquire.lua makes them: max(counter + 1, server TIME
 -- in us), so that they increase across every permit, lease and reentrant
 -- lock of the name (safety property S5). fence() is fence.lua's,
 -- forget_gone() and join() queue.lua's, both prepended to this script.
 local token, ttl = ARGV[1], tonumber(ARGV[2])
 local limit, patience = tonumber(ARGV[3]), tonumber(ARGV[4])
+local resize = ARGV[5] == '1'
 
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return {0, -2}
@@ -66,6 +77,19 @@ if kind == 'zset' then
     redis.call('HDEL', KEYS[6], unpack(dead))
   end
   held = redis.call('ZCOUNT', KEYS[1], '(' .. now_ms, '+inf')
+  -- While permits are held, the N they were taken under stands. (With
+  -- none held, a stored N is a dead set's: the next grant replaces it. A
+  -- set without one was taken by an older tenure: the next grant stores
+  -- its N.)
+  if held > 0 then
+    local stored = tonumber(redis.call('HGET', KEYS[6], 'n'))
+    if stored and stored ~= limit then
+      if not resize then
+        return {0, -3, stored}
+      end
+      redis.call('HSET', KEYS[6], 'n', ARGV[3])
+    end
+  end
 elseif kind ~= 'none' then
   held = -1
 end
@@ -89,7 +113,7 @@ if held >= 0 and held + ahead < limit and (patience > 0 or ahead == 0) then
     return f -- a corrupt counter: nothing taken
   end
   redis.call('ZADD', KEYS[1], now_ms + ttl, token)
-  redis.call('HSET', KEYS[6], token, string.format('%.0f', f))
+  redis.call('HSET', KEYS[6], token, string.format('%.0f', f), 'n', ARGV[3])
   -- The keys outlive their longest-lived permit, and no more: the fence
   -- counter too, which the SET above may have shortened below another
   -- permit's expiry.
