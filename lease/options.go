@@ -226,7 +226,7 @@ const MaxMetadataLen = 256
 type metadataOption string
 
 func (o metadataOption) applyAcquire(a *acquireConfig) error {
-	if err := checkMetadata(string(o)); err != nil {
+	if err := CheckMetadata(string(o)); err != nil {
 		return fmt.Errorf("%w: metadata: %v", ErrInvalidOption, err)
 	}
 	a.metadata = string(o)
@@ -243,7 +243,9 @@ func (o metadataOption) applyAcquire(a *acquireConfig) error {
 // key reads it. A permit of package semaphore carries it the same way.
 func WithMetadata(metadata string) AcquireOption { return metadataOption(metadata) }
 
-func checkMetadata(s string) error {
+// CheckMetadata returns why WithMetadata would refuse s, or nil: for tools
+// that take metadata from a user before they acquire.
+func CheckMetadata(s string) error {
 	switch {
 	case len(s) > MaxMetadataLen:
 		return fmt.Errorf("longer than %d bytes", MaxMetadataLen)

@@ -310,7 +310,7 @@ func (cs *conns) scanNames(ctx context.Context, prefix, pattern string) ([]strin
 		mu   sync.Mutex
 		seen = map[string]bool{}
 	)
-	scan := func(ctx context.Context, c redis.Cmdable) error {
+	scan := func(ctx context.Context, c redis.UniversalClient) error {
 		names, err := scanNames(ctx, c, prefix, pattern)
 		mu.Lock()
 		for _, n := range names {
@@ -320,10 +320,7 @@ func (cs *conns) scanNames(ctx context.Context, prefix, pattern string) ([]strin
 		return err
 	}
 	errs := cs.each(ctx, func(ctx context.Context, _ int, c redis.UniversalClient) error {
-		if cc, ok := c.(*redis.ClusterClient); ok {
-			return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-		}
-		return scan(ctx, c)
+		return scan(ctx, c) // on a Cluster, every primary's
 	})
 	if err := cs.enough(errs); err != nil {
 		return nil, err
@@ -447,7 +444,7 @@ func (cs *conns) inspect(ctx context.Context, prefix string, names []string) ([]
 // and, for a lease, its token.
 func (h holding) agreement() string {
 	if h.Kind == "lease" {
-		return "lease\x00" + h.token
+		return "lease\x00" + h.id
 	}
 	return h.Kind
 }

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	tenureinspect "github.com/tenure-go/tenure/inspect"
 )
 
 // waitFlag is --wait: a duration, or "forever" (the default). 0 means one
@@ -98,17 +100,8 @@ func (f *durationFlag) Set(s string) error {
 }
 
 // escapeGlob escapes s for a Redis MATCH pattern, so that it matches
-// itself only.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\^-`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// itself alone (package inspect's, which list's prefix goes through too).
+func escapeGlob(s string) string { return tenureinspect.EscapeGlob(s) }
 
 // checkPattern rejects a list PATTERN that Redis would not read as meant:
 // its glob matcher takes an unclosed "[" for a class running to the

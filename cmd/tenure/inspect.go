@@ -3,11 +3,9 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tenure-go/tenure/election"
+	tenureinspect "github.com/tenure-go/tenure/inspect"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -41,6 +40,8 @@ type holding struct {
 	// Holder is a lease's holder identity (lease.WithHolder; tenure run
 	// sets host/pid), read from the stored value; empty when it has none.
 	Holder string `json:"holder,omitempty"`
+	// Metadata is a lease's metadata (lease.WithMetadata, run --metadata).
+	Metadata string `json:"metadata,omitempty"`
 	// Leader is the elected leader, when the holder is one.
 	Leader *election.Record `json:"leader,omitempty"`
 	// Permits are the live permits of a semaphore (or a read lock's
@@ -59,15 +60,17 @@ type holding struct {
 	Free  *int `json:"free,omitempty"`
 	// Nodes are each quorum node's own view (deploy.go), in quorum mode.
 	Nodes []nodeView `json:"nodes,omitempty"`
-	// token is a lease's token, never shown: quorum mode compares it.
-	token string
+	// id tells holds apart without their tokens (inspect.Holding.ID):
+	// quorum mode compares it.
+	id string
 }
 
 // permit is one live permit. Its token, the holder's secret, is never
 // shown: only the holder identity that follows it (lease.HolderOf).
 type permit struct {
-	Holder string `json:"holder,omitempty"`
-	Fence  int64  `json:"fence"`
+	Holder   string `json:"holder,omitempty"`
+	Metadata string `json:"metadata,omitempty"`
+	Fence    int64  `json:"fence"`
 	// TTLms is the permit's own remaining TTL (its expiry, the set's
 	// score, less the server's TIME).
 	TTLms int64 `json:"ttl_ms"`
@@ -92,104 +95,28 @@ func (h *holding) setLimit(n int) {
 	h.Limit, h.Free = n, &free
 }
 
-// inspect reads names in one pipelined round trip. A lease's token is
-// never shown: it is the holder's secret; only the holder identity that
-// follows it (lease.HolderOf) is.
+// inspect reads names in one pipelined round trip (package inspect), in
+// the form status and list print. A lease's token is never shown: it is
+// the holder's secret; only the holder identity that follows it is.
 func inspect(ctx context.Context, c redis.UniversalClient, prefix string, names []string) ([]holding, error) {
-	type cmds struct {
-		typ     *redis.StatusCmd
-		pttl    *redis.DurationCmd
-		fence   *redis.StringCmd
-		owners  *redis.MapStringStringCmd
-		queue   *redis.IntCmd
-		record  *redis.SliceCmd
-		value   *redis.StringCmd
-		members *redis.ZSliceCmd
-		fences  *redis.MapStringStringCmd
-	}
-	all := make([]cmds, len(names))
-	var now *redis.TimeCmd
-	sent, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		l := keys.Layout{Prefix: prefix}
-		// The server's clock, for the permits' TTLs: their scores are
-		// expiries in it.
-		now = p.Time(ctx)
-		for i, n := range names {
-			k := l.Lease(n)
-			all[i] = cmds{
-				typ:     p.Type(ctx, k),
-				pttl:    p.PTTL(ctx, k),
-				fence:   p.Get(ctx, l.Fence(n)),
-				owners:  p.HGetAll(ctx, k),
-				queue:   p.ZCard(ctx, l.Queue(n)),
-				record:  p.HMGet(ctx, l.Leader(n), "identity", "fence"),
-				value:   p.Get(ctx, k),
-				members: p.ZRangeWithScores(ctx, k, 0, -1),
-				fences:  p.HGetAll(ctx, l.Permits(n)),
-			}
-		}
-		return nil
-	})
-	// Each read of a kind the key is not (GET of a set, ...) is WRONGTYPE,
-	// which is expected; any other error, on any command, is not: a refusal
-	// of one command must not hide behind a WRONGTYPE before it.
+	hs, err := tenureinspect.Read(ctx, c, prefix, names...)
 	if err != nil {
-		for _, cmd := range sent {
-			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) && !redis.HasErrorPrefix(e, "WRONGTYPE") {
-				return nil, e
-			}
-		}
+		return nil, err
 	}
-	nowMS := now.Val().UnixMilli()
-	out := make([]holding, len(names))
-	for i, n := range names {
-		cs := all[i]
-		h := holding{Name: n, Kind: cs.typ.Val(), Waiting: cs.queue.Val()}
-		h.Fence, _ = strconv.ParseInt(cs.fence.Val(), 10, 64)
-		switch h.Kind {
-		case "none":
-			h.Kind = "free"
-		case "string":
-			h.Kind = "lease"
-			h.Holder = lease.HolderOf(cs.value.Val())
-			h.token = cs.value.Val()
-		case "hash":
-			h.Kind = "reentrant"
-			h.Owners = map[string]int64{}
-			for o, v := range cs.owners.Val() {
-				h.Owners[o], _ = strconv.ParseInt(v, 10, 64)
-			}
-		case "zset":
-			h.Kind = "permits"
-			fences := cs.fences.Val()
-			for _, z := range cs.members.Val() {
-				token, _ := z.Member.(string)
-				left := int64(z.Score) - nowMS
-				if left <= 0 {
-					continue // expired: free, whether or not removed yet
-				}
-				f, _ := strconv.ParseInt(fences[token], 10, 64)
-				h.Permits = append(h.Permits, permit{Holder: lease.HolderOf(token), Fence: f, TTLms: left})
-			}
-			sort.Slice(h.Permits, func(a, b int) bool { return h.Permits[a].Fence < h.Permits[b].Fence })
-			h.Held = len(h.Permits)
-			if h.Held > 0 {
-				h.N, _ = strconv.Atoi(fences["n"])
-			}
-		}
-		if h.Kind != "free" {
+	out := make([]holding, len(hs))
+	for i, v := range hs {
+		h := holding{Name: v.Name, Kind: string(v.Kind), Fence: v.Fence, Waiting: v.Waiting, Holder: v.Holder,
+			Metadata: v.Metadata, Owners: v.Owners, Leader: v.Leader, N: v.N, id: v.ID()}
+		if v.Kind != tenureinspect.Free {
 			h.TTLms = -1
-			if d := cs.pttl.Val(); d >= 0 {
-				h.TTLms = d.Milliseconds()
+			if v.TTL >= 0 {
+				h.TTLms = v.TTL.Milliseconds()
 			}
 		}
-		if v := cs.record.Val(); h.Kind == "lease" && len(v) == 2 {
-			id, _ := v[0].(string)
-			fs, _ := v[1].(string)
-			if f, err := strconv.ParseInt(fs, 10, 64); err == nil && id != "" && f == h.Fence {
-				h.Leader = &election.Record{Name: n, Identity: id, Fence: f}
-			}
+		for _, p := range v.Permits {
+			h.Permits = append(h.Permits, permit{Holder: p.Holder, Metadata: p.Metadata, Fence: p.Fence, TTLms: p.TTL.Milliseconds()})
 		}
+		h.Held = len(h.Permits)
 		out[i] = h
 	}
 	return out, nil
@@ -209,7 +136,11 @@ func (p permit) text() string {
 	if p.Holder != "" {
 		who = shown(p.Holder)
 	}
-	return fmt.Sprintf("fence %d, ttl %v, holder %s", p.Fence, time.Duration(p.TTLms)*time.Millisecond, who)
+	md := ""
+	if p.Metadata != "" {
+		md = ", metadata " + shown(p.Metadata)
+	}
+	return fmt.Sprintf("fence %d, ttl %v, holder %s%s", p.Fence, time.Duration(p.TTLms)*time.Millisecond, who, md)
 }
 
 // heldText says how many permits are held and, with status -n, how many
@@ -473,6 +404,9 @@ func printStatus(out io.Writer, h holding, prefix string) error {
 	if h.Holder != "" {
 		fmt.Fprintf(tw, "holder\t%s\n", shown(h.Holder))
 	}
+	if h.Metadata != "" {
+		fmt.Fprintf(tw, "metadata\t%s\n", shown(h.Metadata))
+	}
 	if h.Leader != nil {
 		fmt.Fprintf(tw, "leader\t%s (term %d)\n", h.Leader.Identity, h.Leader.Fence)
 	}
@@ -551,32 +485,10 @@ that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.
 	return cmd
 }
 
-// scanNames finds the names whose lock keys exist and match pattern, sorted.
-func scanNames(ctx context.Context, c redis.Cmdable, prefix, pattern string) ([]string, error) {
-	l := keys.Layout{Prefix: prefix}
-	match := keys.Layout{Prefix: escapeGlob(prefix)}.Lease(pattern)
-	seen := map[string]bool{}
-	var cursor uint64
-	for {
-		keys, next, err := c.Scan(ctx, cursor, match, 1000).Result()
-		if err != nil {
-			return nil, err
-		}
-		for _, k := range keys {
-			if n, ok := l.NameOf(k); ok {
-				seen[n] = true
-			}
-		}
-		if cursor = next; cursor == 0 {
-			break
-		}
-	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
+// scanNames finds the names whose lock keys exist and match pattern, sorted
+// (on a Cluster, every primary's).
+func scanNames(ctx context.Context, c redis.UniversalClient, prefix, pattern string) ([]string, error) {
+	return tenureinspect.Names(ctx, c, prefix, pattern)
 }
 
 // forceRelease deletes a name's lock whatever holds it and tells its

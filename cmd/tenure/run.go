@@ -186,6 +186,7 @@ type runOptions struct {
 	shared         bool
 	resize         bool
 	heldExit       int
+	metadata       string
 }
 
 func (o *runOptions) add(cmd *cobra.Command) {
@@ -203,6 +204,8 @@ func (o *runOptions) add(cmd *cobra.Command) {
 		"run together, and exclude every exclusive run of NAME")
 	cmd.Flags().IntVar(&o.heldExit, "held-exit", exitTimeout, "the exit status when NAME stays held: --wait ran out, "+
 		"or its one attempt (--wait 0) failed (1-255)")
+	cmd.Flags().StringVar(&o.metadata, "metadata", "", "what this run is (a job id, a URL to its logs): stored with the lease or permit "+
+		"and shown by status; up to 256 bytes of printable text without braces (lease.WithMetadata)")
 	cmd.Flags().BoolVar(&o.resize, "resize", false, "with -n N: make N the semaphore's number of permits while its permits are held under another "+
 		"(without it, such a run fails with status 76)")
 }
@@ -221,6 +224,9 @@ func (o *runOptions) check(cmd *cobra.Command) (time.Duration, error) {
 	}
 	if cmd.Flags().Changed("permits") && o.permits < 1 {
 		return 0, fail(exitUsage, "-n %d: a semaphore has at least 1 permit", o.permits)
+	}
+	if err := lease.CheckMetadata(o.metadata); err != nil {
+		return 0, fail(exitUsage, "--metadata: %v", err)
 	}
 	if o.resize && o.permits == 0 {
 		return 0, fail(exitUsage, "--resize is for -n N: a lease has no N to change")
@@ -529,16 +535,16 @@ type acquirer struct {
 	busy            func(who string) string
 }
 
-func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quorum bool) acquirer {
+func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quorum bool, opts []lease.AcquireOption) acquirer {
 	switch {
 	case permits > 0:
 		sem := semaphore.New(m)
 		return acquirer{
 			take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
 				if wait {
-					return sem.Acquire(ctx, name, permits, semaphore.WithResize(resize))
+					return sem.Acquire(ctx, name, permits, append(opts, semaphore.WithResize(resize))...)
 				}
-				return sem.TryAcquire(ctx, name, permits, semaphore.WithResize(resize))
+				return sem.TryAcquire(ctx, name, permits, append(opts, semaphore.WithResize(resize))...)
 			},
 			kind:      "permit",
 			held:      fmt.Sprintf("the permit of %q", name),
@@ -552,9 +558,9 @@ func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quo
 		return acquirer{
 			take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
 				if wait {
-					return rw.RLock(ctx, name)
+					return rw.RLock(ctx, name, opts...)
 				}
-				return rw.TryRLock(ctx, name)
+				return rw.TryRLock(ctx, name, opts...)
 			},
 			kind:      "read lock",
 			held:      fmt.Sprintf("the read lock of %q", name),
@@ -566,18 +572,18 @@ func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quo
 	}
 	take := func(ctx context.Context, wait bool) (*lease.Lease, error) {
 		if wait {
-			return rwlock.New(m).Lock(ctx, name)
+			return rwlock.New(m).Lock(ctx, name, opts...)
 		}
-		return rwlock.New(m).TryLock(ctx, name)
+		return rwlock.New(m).TryLock(ctx, name, opts...)
 	}
 	if quorum {
 		// Quorum mode keeps no fair queue, which a writer waits in, and
 		// no read locks: a plain lease is the write lock's key alike.
 		take = func(ctx context.Context, wait bool) (*lease.Lease, error) {
 			if wait {
-				return m.Acquire(ctx, name)
+				return m.Acquire(ctx, name, opts...)
 			}
-			return m.TryAcquire(ctx, name)
+			return m.TryAcquire(ctx, name, opts...)
 		}
 	}
 	return acquirer{
@@ -612,7 +618,11 @@ func (r *runner) run() error {
 		return fail(exitUsage, "%v", err)
 	}
 	defer m.Close()
-	r.how = newAcquirer(m, r.name, r.o.permits, r.o.resize, r.o.shared, client.quorum())
+	var opts []lease.AcquireOption
+	if r.o.metadata != "" {
+		opts = append(opts, lease.WithMetadata(r.o.metadata))
+	}
+	r.how = newAcquirer(m, r.name, r.o.permits, r.o.resize, r.o.shared, client.quorum(), opts)
 	r.whoHolds = func(ctx context.Context) string {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()

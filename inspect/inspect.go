@@ -1,0 +1,299 @@
+// Package inspect reads who holds tenure's names, for code and tools that
+// ask "who holds X?" without taking part: a read-only view of the keys that
+// packages lease, reentrant, semaphore, rwlock and election write (the
+// layout is docs/design.md section 3). The tenure command's status and list
+// are built on it.
+//
+// A lease's token, the holder's proof of ownership, is never returned: only
+// the holder identity (lease.WithHolder) and the metadata
+// (lease.WithMetadata) that follow it in the stored value.
+//
+// What it reads is a snapshot, stale as soon as it returns: a name shown
+// free may be taken the next moment. It never decides who may act; a lease
+// does.
+package inspect
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/lease"
+)
+
+// A Kind says what holds a name.
+type Kind string
+
+// The kinds a Holding has. A key of another Redis type, which tenure did
+// not write, has that type's name ("list", "stream", ...).
+const (
+	// Free: nothing holds the name.
+	Free Kind = "free"
+	// Lease: a lease holds it (a read-write lock's writer is one).
+	Lease Kind = "lease"
+	// Reentrant: a reentrant lock (package reentrant) holds it.
+	Reentrant Kind = "reentrant"
+	// Permits: permits of a semaphore hold it, or the readers of a
+	// read-write lock: the server holds the same set for both.
+	Permits Kind = "permits"
+)
+
+// A Holding is what a name's keys said when they were read.
+type Holding struct {
+	Name string
+	Kind Kind
+	// TTL is the name's key's remaining TTL: -1 when it has none, 0 when
+	// the name is free.
+	TTL time.Duration
+	// Fence is the name's fencing counter: the fence of the name's last
+	// acquisition while it is held (0 once the counter expired, at most a
+	// TTL after the last holder).
+	Fence int64
+	// Holder and Metadata are a lease's holder identity and metadata,
+	// read from its stored value; empty when it has none.
+	Holder, Metadata string
+	// Owners are a reentrant lock's owners and their counts.
+	Owners map[string]int64
+	// Permits are the live permits, by fence; N is the semaphore's number
+	// of permits stored with them while any is held (0 if none is stored).
+	Permits []Permit
+	N       int
+	// Waiting is the number of waiters in the name's fair queue.
+	Waiting int64
+	// Leader is the elected leader, when the lease is an election's.
+	Leader *election.Record
+
+	// same is a short hash of the tokens (and owners) that make the hold
+	// this hold: see Same. The tokens themselves are not kept, so that
+	// printing a Holding (%+v prints unexported fields) shows none.
+	same string
+}
+
+// A Permit is one live permit of a semaphore (or a reader).
+type Permit struct {
+	Holder, Metadata string
+	Fence            int64
+	// TTL is the permit's own remaining TTL (its expiry less the server's
+	// clock).
+	TTL time.Duration
+}
+
+// Same reports whether h and o show the same hold: the same kind and, for a
+// lease, the same token; for permits, the same tokens. Tools reading
+// several nodes (quorum mode) compare them with it without seeing a token.
+func (h Holding) Same(o Holding) bool { return h.Kind == o.Kind && h.same == o.same }
+
+// ID is a short hash of what makes the hold this hold (a lease's token,
+// the permits' tokens, a lock's owners): two Holdings of one kind are the
+// Same when their IDs are equal. It reveals nothing of a token.
+func (h Holding) ID() string { return h.same }
+
+// digest is a short hash of parts, in order.
+func digest(parts []string) string {
+	s := sha256.New()
+	for _, p := range parts {
+		s.Write([]byte(p))
+		s.Write([]byte{0})
+	}
+	return hex.EncodeToString(s.Sum(nil)[:12])
+}
+
+// Read reads names under prefix ("" for lease.DefaultKeyPrefix) in one
+// pipelined round trip, and returns one Holding for each, in order. On a
+// Cluster, go-redis splits the pipeline by node; each name's keys share a
+// slot.
+func Read(ctx context.Context, c redis.UniversalClient, prefix string, names ...string) ([]Holding, error) {
+	if prefix == "" {
+		prefix = lease.DefaultKeyPrefix
+	}
+	l := keys.Layout{Prefix: prefix}
+	all := make([]reads, len(names))
+	var now *redis.TimeCmd
+	sent, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		// The server's clock, for the permits' TTLs: their scores are
+		// expiries in it.
+		now = p.Time(ctx)
+		for i, n := range names {
+			all[i] = queue(ctx, p, l, n)
+		}
+		return nil
+	})
+	// Each read of a kind the key is not (GET of a set, ...) is WRONGTYPE,
+	// which is expected; any other error, on any command, is not: a
+	// refusal of one command must not hide behind a WRONGTYPE before it.
+	if err != nil {
+		for _, cmd := range sent {
+			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) && !redis.HasErrorPrefix(e, "WRONGTYPE") {
+				return nil, e
+			}
+		}
+	}
+	out := make([]Holding, len(names))
+	for i, n := range names {
+		out[i] = all[i].holding(n, now.Val().UnixMilli())
+	}
+	return out, nil
+}
+
+// reads are the commands that read one name.
+type reads struct {
+	typ     *redis.StatusCmd
+	pttl    *redis.DurationCmd
+	fence   *redis.StringCmd
+	owners  *redis.MapStringStringCmd
+	queue   *redis.IntCmd
+	record  *redis.SliceCmd
+	value   *redis.StringCmd
+	members *redis.ZSliceCmd
+	fences  *redis.MapStringStringCmd
+}
+
+func queue(ctx context.Context, p redis.Pipeliner, l keys.Layout, n string) reads {
+	k := l.Lease(n)
+	return reads{
+		typ:     p.Type(ctx, k),
+		pttl:    p.PTTL(ctx, k),
+		fence:   p.Get(ctx, l.Fence(n)),
+		owners:  p.HGetAll(ctx, k),
+		queue:   p.ZCard(ctx, l.Queue(n)),
+		record:  p.HMGet(ctx, l.Leader(n), "identity", "fence"),
+		value:   p.Get(ctx, k),
+		members: p.ZRangeWithScores(ctx, k, 0, -1),
+		fences:  p.HGetAll(ctx, l.Permits(n)),
+	}
+}
+
+// holding is what the reads of name say, nowMS being the server's clock.
+func (r reads) holding(name string, nowMS int64) Holding {
+	h := Holding{Name: name, Kind: Kind(r.typ.Val()), Waiting: r.queue.Val()}
+	h.Fence, _ = strconv.ParseInt(r.fence.Val(), 10, 64)
+	switch h.Kind {
+	case "none":
+		h.Kind = Free
+	case "string":
+		h.Kind = Lease
+		v := r.value.Val()
+		h.Holder, h.Metadata, h.same = lease.HolderOf(v), lease.MetadataOf(v), digest([]string{v})
+	case "hash":
+		h.Kind = Reentrant
+		h.Owners = map[string]int64{}
+		var parts []string
+		for o, v := range r.owners.Val() {
+			h.Owners[o], _ = strconv.ParseInt(v, 10, 64)
+			parts = append(parts, o+"="+v)
+		}
+		sort.Strings(parts)
+		h.same = digest(parts)
+	case "zset":
+		h.Kind = Permits
+		var tokens []string
+		h.Permits, h.N, tokens = permits(r.members.Val(), r.fences.Val(), nowMS)
+		h.same = digest(tokens)
+	}
+	if h.Kind != Free {
+		h.TTL = -1
+		if d := r.pttl.Val(); d >= 0 {
+			h.TTL = d
+		}
+	}
+	if v := r.record.Val(); h.Kind == Lease && len(v) == 2 {
+		id, _ := v[0].(string)
+		fs, _ := v[1].(string)
+		if f, err := strconv.ParseInt(fs, 10, 64); err == nil && id != "" && f == h.Fence {
+			h.Leader = &election.Record{Name: name, Identity: id, Fence: f}
+		}
+	}
+	return h
+}
+
+// permits are the live permits of a set (members scored by expiry, in
+// server ms) by fence, the n stored with them, and their tokens, sorted.
+func permits(members []redis.Z, fences map[string]string, nowMS int64) ([]Permit, int, []string) {
+	var out []Permit
+	var tokens []string
+	for _, z := range members {
+		token, _ := z.Member.(string)
+		left := int64(z.Score) - nowMS
+		if left <= 0 {
+			continue // expired: free, whether or not removed yet
+		}
+		f, _ := strconv.ParseInt(fences[token], 10, 64)
+		out = append(out, Permit{Holder: lease.HolderOf(token), Metadata: lease.MetadataOf(token), Fence: f,
+			TTL: time.Duration(left) * time.Millisecond})
+		tokens = append(tokens, token)
+	}
+	sort.Strings(tokens)
+	sort.Slice(out, func(a, b int) bool { return out[a].Fence < out[b].Fence })
+	n := 0
+	if len(out) > 0 {
+		n, _ = strconv.Atoi(fences["n"])
+	}
+	return out, n, tokens
+}
+
+// Names returns the names under prefix ("" for lease.DefaultKeyPrefix)
+// that something holds and that match pattern, a Redis glob over the name
+// alone ("*" for every one), sorted. It walks the keyspace with SCAN
+// (never KEYS, which would stop the server), on a Cluster every primary's:
+// a name held while it runs may be missed, and one released since
+// returned.
+func Names(ctx context.Context, c redis.UniversalClient, prefix, pattern string) ([]string, error) {
+	if prefix == "" {
+		prefix = lease.DefaultKeyPrefix
+	}
+	l := keys.Layout{Prefix: prefix}
+	match := keys.Layout{Prefix: EscapeGlob(prefix)}.Lease(pattern)
+	var (
+		mu   sync.Mutex
+		seen = map[string]bool{}
+	)
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		it := c.Scan(ctx, 0, match, 1000).Iterator()
+		for it.Next(ctx) {
+			if n, ok := l.NameOf(it.Val()); ok {
+				mu.Lock()
+				seen[n] = true
+				mu.Unlock()
+			}
+		}
+		return it.Err()
+	}
+	var err error
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
+	} else {
+		err = scan(ctx, c)
+	}
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(seen))
+	for n := range seen {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names, nil
+}
+
+// EscapeGlob escapes what Redis's glob matcher reads as special in s, so
+// that a pattern matches s literally.
+func EscapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^-`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
