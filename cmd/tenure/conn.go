@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -83,6 +84,25 @@ func (f *connFlags) options() (targets []*target, secrets []string, defaulted bo
 		}
 		urls = []string{u}
 	}
+	if targets, secrets, err = parseTargets(urls); err != nil {
+		return nil, secrets, false, err
+	}
+	password, err := f.password(targets)
+	if password != "" {
+		secrets = append(secrets, password)
+	}
+	if err != nil {
+		return nil, secrets, false, err
+	}
+	if err := f.applyTLS(targets); err != nil {
+		return nil, secrets, false, err
+	}
+	return targets, secrets, defaulted, nil
+}
+
+// parseTargets parses each --redis value, refusing one given twice, and
+// returns the passwords they hold, to be hidden, even on error.
+func parseTargets(urls []string) (targets []*target, secrets []string, err error) {
 	seen := map[string]bool{}
 	for _, u := range urls {
 		t, err := parseTarget(u)
@@ -90,38 +110,41 @@ func (f *connFlags) options() (targets []*target, secrets []string, defaulted bo
 			secrets = append(secrets, t.password)
 		}
 		if err != nil {
-			return nil, secrets, false, err
+			return nil, secrets, err
 		}
 		if w := t.where(); seen[w] {
-			return nil, secrets, false, fmt.Errorf("%s is given twice: quorum mode needs independent servers", w)
-		} else {
-			seen[w] = true
+			return nil, secrets, fmt.Errorf("%s is given twice: quorum mode needs independent servers", w)
 		}
+		seen[t.where()] = true
 		targets = append(targets, t)
 	}
+	return targets, secrets, nil
+}
 
+// password gives every target without a password of its own the one from
+// --redis-password-file or $TENURE_REDIS_PASSWORD, and returns it; a URL
+// with a password besides one of those, or a user without any, is an
+// error.
+func (f *connFlags) password(targets []*target) (string, error) {
 	password, source := "", ""
 	switch {
 	case f.passwordFile != "":
 		data, err := os.ReadFile(f.passwordFile)
 		if err != nil {
-			return nil, secrets, false, fmt.Errorf("--redis-password-file: %w", err)
+			return "", fmt.Errorf("--redis-password-file: %w", err)
 		}
 		line, _, _ := bytes.Cut(data, []byte("\n"))
 		password, source = strings.TrimSuffix(string(line), "\r"), "--redis-password-file"
 		if password == "" {
-			return nil, secrets, false, fmt.Errorf("--redis-password-file %s: the first line is empty", f.passwordFile)
+			return "", fmt.Errorf("--redis-password-file %s: the first line is empty", f.passwordFile)
 		}
 	case os.Getenv(envPassword) != "":
 		password, source = os.Getenv(envPassword), "$"+envPassword
 	}
-	if password != "" {
-		secrets = append(secrets, password)
-	}
 	for _, t := range targets {
 		if password != "" {
 			if t.password != "" {
-				return nil, secrets, false, fmt.Errorf("two passwords: one in the Redis URL and one from %s; give one", source)
+				return password, fmt.Errorf("two passwords: one in the Redis URL and one from %s; give one", source)
 			}
 			t.password = password
 		}
@@ -129,41 +152,43 @@ func (f *connFlags) options() (targets []*target, secrets []string, defaulted bo
 		// a user named with no password is a mistake. (A user with
 		// nopass takes any password.)
 		if t.user != "" && t.password == "" {
-			return nil, secrets, false, fmt.Errorf("the Redis URL names user %q but no password: give it in the URL "+
+			return password, fmt.Errorf("the Redis URL names user %q but no password: give it in the URL "+
 				"(USER:PASSWORD before the @, percent-encoded), in --redis-password-file FILE, or in $%s", t.user, envPassword)
 		}
 	}
+	return password, nil
+}
 
+// applyTLS gives every rediss target the authorities and client
+// certificate of --tls-ca, --tls-cert and --tls-key (or their variables).
+func (f *connFlags) applyTLS(targets []*target) error {
 	ca, cert, key := orEnv(f.tlsCA, envTLSCA), orEnv(f.tlsCert, envTLSCert), orEnv(f.tlsKey, envTLSKey)
 	if ca == "" && cert == "" && key == "" {
-		return targets, secrets, defaulted, nil
+		return nil
 	}
-	anyTLS := false
-	for _, t := range targets {
-		anyTLS = anyTLS || t.tls != nil
-	}
-	if !anyTLS {
-		return nil, secrets, false, errors.New("--tls-ca, --tls-cert and --tls-key (or their TENURE_TLS_* variables) need a rediss URL " +
+	if !slices.ContainsFunc(targets, func(t *target) bool { return t.tls != nil }) {
+		return errors.New("--tls-ca, --tls-cert and --tls-key (or their TENURE_TLS_* variables) need a rediss URL " +
 			"(rediss://, rediss-sentinel:// or rediss-cluster://)")
 	}
 	if (cert == "") != (key == "") {
-		return nil, secrets, false, errors.New("--tls-cert and --tls-key go together: a client certificate needs its key")
+		return errors.New("--tls-cert and --tls-key go together: a client certificate needs its key")
 	}
 	var pool *x509.CertPool
 	if ca != "" {
 		pem, err := os.ReadFile(ca)
 		if err != nil {
-			return nil, secrets, false, fmt.Errorf("--tls-ca: %w", err)
+			return fmt.Errorf("--tls-ca: %w", err)
 		}
 		pool = x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, secrets, false, fmt.Errorf("--tls-ca %s: no PEM certificate in it", ca)
+			return fmt.Errorf("--tls-ca %s: no PEM certificate in it", ca)
 		}
 	}
 	var pair tls.Certificate
 	if cert != "" {
+		var err error
 		if pair, err = tls.LoadX509KeyPair(cert, key); err != nil {
-			return nil, secrets, false, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", cert, key, err)
+			return fmt.Errorf("--tls-cert %s, --tls-key %s: %w", cert, key, err)
 		}
 	}
 	for _, t := range targets {
@@ -177,7 +202,7 @@ func (f *connFlags) options() (targets []*target, secrets []string, defaulted bo
 			t.tls.Certificates = []tls.Certificate{pair}
 		}
 	}
-	return targets, secrets, defaulted, nil
+	return nil
 }
 
 // childEnv is the environment of a command run under a lease: tenure's

@@ -888,30 +888,8 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 			// One term only: resign (a no-op after a loss) and stop campaigning.
 			defer cancel()
 			defer func() { _ = e.Resign(lctx) }()
-			rec, _ := election.Leading(lctx)
 			ran = true
-			// The leading context derives from the lease's, whose deadline
-			// the command must not outlive.
-			l, ok := lease.FromContext(lctx)
-			if !ok {
-				result = fail(exitError, "leading %q: the leading context carries no lease", name)
-				return
-			}
-			env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(rec.Fence, 10),
-				"TENURE_IDENTITY="+identity)
-			describe := func(cause error) string {
-				return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, rec.Fence, w.why(l, cause))
-			}
-			code, lost, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe, w.lastRenewError}, f.timing(), stderr)
-			switch {
-			case err != nil:
-				result = err
-			case lost != nil:
-				result = fail(f.lostExit, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
-					name, rec.Fence, w.why(l, lost))
-			default:
-				result = confirmHeld(l, w, name, rec.Fence, code, releaseTimeout, f.lostExit, stderr)
-			}
+			result = leadTerm(lctx, name, identity, argv, f, releaseTimeout, w, sigs, stderr)
 		},
 		OnNewLeader: func(id string) {
 			if id != identity {
@@ -932,6 +910,33 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 		return g.redisFailure(fmt.Sprintf("campaigning for %q", name), err)
 	}
 	return fail(exitError, "the campaign for %q ended without leading", name)
+}
+
+// leadTerm runs argv for one term of leadership of name, whose leading
+// context is lctx, and returns tenure's exit for it.
+func leadTerm(lctx context.Context, name, identity string, argv []string, f childFlags, releaseTimeout time.Duration,
+	w *leaseWatch, sigs *sigRouter, stderr io.Writer) error {
+	rec, _ := election.Leading(lctx)
+	// The leading context derives from the lease's, whose deadline the
+	// command must not outlive.
+	l, ok := lease.FromContext(lctx)
+	if !ok {
+		return fail(exitError, "leading %q: the leading context carries no lease", name)
+	}
+	env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(rec.Fence, 10),
+		"TENURE_IDENTITY="+identity)
+	describe := func(cause error) string {
+		return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, rec.Fence, w.why(l, cause))
+	}
+	code, lost, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe, w.lastRenewError}, f.timing(), stderr)
+	switch {
+	case err != nil:
+		return err
+	case lost != nil:
+		return fail(f.lostExit, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
+			name, rec.Fence, w.why(l, lost))
+	}
+	return confirmHeld(l, w, name, rec.Fence, code, releaseTimeout, f.lostExit, stderr)
 }
 
 // confirmHeld ends a term whose command exited by itself: the election
