@@ -713,6 +713,11 @@ func (w *Watchdog[I]) settle(b *batch[I], sent int64) []*Entry[I] {
 // retryDelay is the pause before the next attempt after e.attempt+1 failed
 // renewals in a row: exponential from RetryMin up to a quarter of the
 // interval, with jitter so that many leases do not retry in lockstep.
+// It is not cenkalti/backoff, which package lease uses for waits: a
+// backoff.ExponentialBackOff keeps its state in an object, and the
+// watchdog would need one per lease (a million leases, a million objects),
+// where this is a pure function of the one-byte attempt count each entry
+// already keeps.
 func (w *Watchdog[I]) retryDelay(e *Entry[I]) time.Duration {
 	d := w.cfg.RetryMin << min(e.attempt, 20)
 	if c := e.interval / 4; d > c {

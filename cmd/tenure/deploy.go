@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/lease"
@@ -495,12 +496,16 @@ func (g *globals) forceRelease(ctx context.Context, cs *conns, keys []string, ch
 // the last failure is returned. A refusal or anything else is returned at
 // once.
 func (g *globals) retrying(ctx context.Context, take func(context.Context, bool) (*lease.Lease, error)) (*lease.Lease, error) {
-	pause := 100 * time.Millisecond
+	// The library's backoff (lease waits with it too): from 100ms,
+	// doubling with jitter, up to 2s a pause, for as long as ctx allows.
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 2*time.Second, 0
 	for {
 		l, err := take(ctx, true)
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return l, err
 		}
+		pause := b.NextBackOff()
 		g.log.Warn("Redis failed while waiting; trying again", "err", err, "after", pause)
 		t := time.NewTimer(pause)
 		select {
@@ -509,7 +514,6 @@ func (g *globals) retrying(ctx context.Context, take func(context.Context, bool)
 			return nil, fmt.Errorf("%w (Redis was failing when the wait ended)", err)
 		case <-t.C:
 		}
-		pause = min(2*pause, 2*time.Second)
 	}
 }
 

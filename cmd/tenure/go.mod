@@ -10,6 +10,7 @@ module github.com/tenure-go/tenure/cmd/tenure
 go 1.26.0
 
 require (
+	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/cobra v1.10.2
 	github.com/tenure-go/tenure v0.0.0-00010101000000-000000000000
@@ -17,7 +18,6 @@ require (
 )
 
 require (
-	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/inconshreveable/mousetrap v1.1.0 // indirect
 	github.com/spf13/pflag v1.0.9 // indirect
