@@ -12,3 +12,5 @@ func breakLoss(*Lease, error) bool { return false }
 func breakFence(_ string, fence int64) int64 { return fence }
 
 func breakLimit(n int) int { return n }
+
+func breakSetContext() bool { return false }

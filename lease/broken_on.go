@@ -22,6 +22,8 @@ import (
 //	                         first one in this process got, as a fencing
 //	                         counter stuck after a rollback would hand out
 //	TENURE_BREAK=overbook    a semaphore of n permits grants n+1
+//	TENURE_BREAK=setnocancel a Set's context is not cancelled when one of
+//	                         its leases is lost; only Release ends it
 const broken = true
 
 func breakMode() string { return os.Getenv("TENURE_BREAK") }
@@ -73,3 +75,7 @@ func breakLimit(n int) int {
 	}
 	return n
 }
+
+// breakSetContext reports whether a Set's context must ignore its leases'
+// losses.
+func breakSetContext() bool { return breakMode() == "setnocancel" }

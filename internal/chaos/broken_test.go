@@ -71,6 +71,14 @@ func TestChaosBroken(t *testing.T) {
 				t.Errorf("no more than n live permits reported: %q", r.Overlaps)
 			}
 		}},
+		// A set of names held at once (lease.Manager.AcquireAll) is not
+		// told when one of its leases is lost: its holder goes on working
+		// on that name past its lease.
+		{"setnocancel", func(t *testing.T, r *Report) {
+			if len(r.OutlivedServer) == 0 && len(r.Overlaps) == 0 {
+				t.Error("no set holder reported past its lease")
+			}
+		}},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			t.Setenv("TENURE_BREAK", c.mode)

@@ -35,7 +35,8 @@ var (
 	flagManagers = flag.Int("chaos.managers", 4, "managers, each with its own client behind its own proxy")
 	flagWorkers  = flag.Int("chaos.workers", 6, "contending goroutines per manager (every third uses Do)")
 	flagNames    = flag.Int("chaos.names", 3, "names contended for as leases")
-	flagKinds    = flag.String("chaos.kinds", allKinds, "kinds of lock contended for: lease (the -chaos.names names), permit (one semaphore of semN permits), rw (one read-write lock)")
+	flagKinds    = flag.String("chaos.kinds", allKinds, "kinds of lock contended for: lease (the -chaos.names names), permit (one semaphore of semN permits), rw (one read-write lock), "+
+		"set (workers also take two or three of the lease names at once: lease.Manager.AcquireAll)")
 	flagTTL      = flag.Duration("chaos.ttl", time.Second, "lease TTL")
 	flagFaults   = flag.String("chaos.faults", allFaults, "fault kinds to inject")
 	flagLinWait  = flag.Duration("chaos.lintimeout", 60*time.Second, "how long porcupine may search before the linearizability check reports unknown")
@@ -43,7 +44,7 @@ var (
 
 const allFaults = "pause,restart,oldrdb,everysec,promote,latency,blackhole,reset,gcstall"
 
-const allKinds = "lease,permit,rw"
+const allKinds = "lease,permit,rw,set"
 
 // semN is the number of permits of the semaphore contended for.
 const semN = 2
@@ -131,6 +132,8 @@ type run struct {
 	releases, releaseNotHeld, releaseErrors            atomic.Int64
 	notHeldAmbiguous                                   atomic.Int64
 	doCalls, doLost, doErrors                          atomic.Int64
+	sets                                               bool // kind set: workers also take several names at once
+	setCalls, setLost                                  atomic.Int64
 	firstErrs                                          sync.Map // error text prefix -> count (*atomic.Int64)
 }
 
@@ -190,6 +193,8 @@ func Run(t *testing.T, cfg Config) Outcome {
 			r.kinds["sem0"] = KindPermit
 		case "rw":
 			r.kinds["rw0"] = KindRead
+		case "set":
+			r.sets = true
 		case "":
 		default:
 			t.Fatalf("unknown kind %q: the kinds are %s", k, allKinds)
@@ -197,6 +202,9 @@ func Run(t *testing.T, cfg Config) Outcome {
 	}
 	for n := range r.kinds {
 		r.names = append(r.names, n)
+	}
+	if r.sets && (!strings.Contains(cfg.kinds, "lease") || cfg.nams < 2) {
+		t.Fatal("kind set takes several lease names: it needs kind lease and -chaos.names 2 or more")
 	}
 	slices.Sort(r.names)
 	if len(r.names) == 0 {
@@ -300,6 +308,8 @@ func Run(t *testing.T, cfg Config) Outcome {
 	st.Add("  acquisitions", "%d", r.acquired.Load())
 	st.Add("  timed out waiting", "%d", r.acquireTimeouts.Load())
 	st.Add("  failed with an error", "%d", r.acquireErrors.Load())
+	st.Add("AcquireAll calls (sets of 2-3 names)", "%d", r.setCalls.Load())
+	st.Add("  a name lost while the rest were taken", "%d", r.setLost.Load())
 	st.Add("Do calls", "%d", r.doCalls.Load())
 	st.Add("  ending in ErrLost", "%d", r.doLost.Load())
 	st.Add("releases", "%d", r.releases.Load())
@@ -694,6 +704,12 @@ func endingOf(cause error) Ending {
 func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand) {
 	permits, locks := semaphore.New(m), rwlock.New(m)
 	for r.ctx.Err() == nil {
+		if r.sets && rng.IntN(4) == 0 {
+			if !r.holdSet(m, holder, rng) {
+				return
+			}
+			continue
+		}
 		name := r.names[rng.IntN(len(r.names))]
 		// A stall models a process paused past its lease: nothing renews
 		// the lease meanwhile (a paused process's watchdog is paused too),
@@ -803,6 +819,90 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		s.Ended = endingOf(context.Cause(l.Context()))
 		r.rec.Section(s)
 	}
+}
+
+// holdSet takes two or three of the lease names at once (AcquireAll, asked
+// in a random order), writes to each under its own fence, works, writes
+// again while the set is live, and releases the set: one section a name,
+// each ending when the set's context ends (or the holder stops), since a
+// holder of a set works on all its names until then. It reports false when
+// the manager is closed.
+func (r *run) holdSet(m *lease.Manager, holder string, rng *rand.Rand) bool {
+	var names []string
+	for _, n := range r.names {
+		if r.kinds[n] == KindLease {
+			names = append(names, n)
+		}
+	}
+	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
+	names = names[:min(len(names), 2+rng.IntN(2))]
+	actx, cancel := context.WithTimeout(r.ctx, 2*r.ttl)
+	r.attempts.Add(1)
+	r.setCalls.Add(1)
+	called := time.Now()
+	set, err := m.AcquireAll(actx, names)
+	cancel()
+	switch {
+	case errors.Is(err, lease.ErrClosed):
+		return false
+	case errors.Is(err, lease.ErrNotAcquired):
+		r.acquireTimeouts.Add(1)
+		return true
+	case errors.Is(err, lease.ErrLost):
+		r.setLost.Add(1)
+		return true
+	case err != nil:
+		r.acquireErrors.Add(1)
+		r.noteErr("AcquireAll", err)
+		sleepCtx(r.ctx, 10*time.Millisecond)
+		return true
+	}
+	start := time.Now()
+	r.acquired.Add(1)
+	end := watchEnd(set.Context())
+	leases := set.Leases()
+	ss := make([]Section, len(leases))
+	for i, l := range leases {
+		ss[i] = Section{ID: r.rec.NextID(), Name: l.Name(), Kind: KindLease, Holder: holder + " (set)", Token: l.Token(),
+			Fence: l.Fence(), Called: called, Start: start}
+		r.write(ss[i], false)
+	}
+	// Longer than a single lease's usual hold: work on several names at
+	// once takes a while, and a set must be held across faults for a lost
+	// member to matter.
+	sleepCtx(set.Context(), r.between(rng, 0.2, 1.5))
+	if set.Context().Err() == nil {
+		for _, s := range ss {
+			r.write(s, false)
+		}
+	}
+	stopped := time.Now()
+	for i, l := range leases {
+		ss[i].Deadline = l.Deadline()
+	}
+	rctx, cancel := context.WithTimeout(context.Background(), r.ttl/2)
+	err = set.Release(rctx)
+	cancel()
+	<-end.done // Release always ends the set's context
+	r.releases.Add(1)
+	switch {
+	case err == nil:
+	case errors.Is(err, lease.ErrNotHeld):
+		r.releaseNotHeld.Add(1)
+	default:
+		r.releaseErrors.Add(1)
+		r.noteErr("set release", err)
+	}
+	for i, l := range leases {
+		s := ss[i]
+		s.End = end.at
+		if stopped.Before(s.End) {
+			s.End = stopped
+		}
+		s.Ended = endingOf(context.Cause(l.Context()))
+		r.rec.Section(s)
+	}
+	return true
 }
 
 // doWorker does the same through Do (lease.Manager's, or semaphore's on
