@@ -37,9 +37,9 @@ var (
 	flagNames    = flag.Int("chaos.names", 3, "names contended for as leases")
 	flagKinds    = flag.String("chaos.kinds", allKinds, "kinds of lock contended for: lease (the -chaos.names names), permit (one semaphore of semN permits), rw (one read-write lock), "+
 		"set (workers also take two or three of the lease names at once: lease.Manager.AcquireAll)")
-	flagTTL      = flag.Duration("chaos.ttl", time.Second, "lease TTL")
-	flagFaults   = flag.String("chaos.faults", allFaults, "fault kinds to inject")
-	flagLinWait  = flag.Duration("chaos.lintimeout", 60*time.Second, "how long porcupine may search before the linearizability check reports unknown")
+	flagTTL     = flag.Duration("chaos.ttl", time.Second, "lease TTL")
+	flagFaults  = flag.String("chaos.faults", allFaults, "fault kinds to inject")
+	flagLinWait = flag.Duration("chaos.lintimeout", 60*time.Second, "how long porcupine may search before the linearizability check reports unknown")
 )
 
 const allFaults = "pause,restart,oldrdb,everysec,promote,latency,blackhole,reset,gcstall"
