@@ -71,6 +71,10 @@ type permit struct {
 	// TTLms is the permit's own remaining TTL (its expiry, the set's
 	// score, less the server's TIME).
 	TTLms int64 `json:"ttl_ms"`
+	// Count is how many permits the holder took at once
+	// (semaphore.AcquireN), when more than one.
+	Count int `json:"count,omitempty"`
+	token string
 }
 
 // permitsKind is how status and list name the kind "permits": the server
@@ -162,17 +166,34 @@ func inspect(ctx context.Context, c redis.UniversalClient, prefix string, names 
 		case "zset":
 			h.Kind = "permits"
 			fences := cs.fences.Val()
+			// A hold of k permits (semaphore.AcquireN) is k members:
+			// its token, which has a fence, and token#2 ... token#k,
+			// which have none; it is shown once, with its count.
+			extra := map[string]int{}
 			for _, z := range cs.members.Val() {
 				token, _ := z.Member.(string)
 				left := int64(z.Score) - nowMS
 				if left <= 0 {
 					continue // expired: free, whether or not removed yet
 				}
+				h.Held++
+				if _, ok := fences[token]; !ok {
+					if i := strings.LastIndexByte(token, '#'); i > 0 {
+						if _, ok := fences[token[:i]]; ok {
+							extra[token[:i]]++
+							continue
+						}
+					}
+				}
 				f, _ := strconv.ParseInt(fences[token], 10, 64)
-				h.Permits = append(h.Permits, permit{Holder: lease.HolderOf(token), Fence: f, TTLms: left})
+				h.Permits = append(h.Permits, permit{Holder: lease.HolderOf(token), Fence: f, TTLms: left, token: token})
+			}
+			for i := range h.Permits {
+				if k := extra[h.Permits[i].token]; k > 0 {
+					h.Permits[i].Count = k + 1
+				}
 			}
 			sort.Slice(h.Permits, func(a, b int) bool { return h.Permits[a].Fence < h.Permits[b].Fence })
-			h.Held = len(h.Permits)
 			if h.Held > 0 {
 				h.N, _ = strconv.Atoi(fences["n"])
 			}
@@ -208,6 +229,9 @@ func (p permit) text() string {
 	who := "no holder identity"
 	if p.Holder != "" {
 		who = shown(p.Holder)
+	}
+	if p.Count > 1 {
+		return fmt.Sprintf("%d permits: fence %d, ttl %v, holder %s", p.Count, p.Fence, time.Duration(p.TTLms)*time.Millisecond, who)
 	}
 	return fmt.Sprintf("fence %d, ttl %v, holder %s", p.Fence, time.Duration(p.TTLms)*time.Millisecond, who)
 }
@@ -249,11 +273,14 @@ func (h holding) holders() string {
 	if h.Kind == "permits" {
 		who := make([]string, 0, len(h.Permits))
 		for _, p := range h.Permits {
-			if p.Holder == "" {
-				who = append(who, "?")
-			} else {
-				who = append(who, p.Holder)
+			w := p.Holder
+			if w == "" {
+				w = "?"
 			}
+			if p.Count > 1 {
+				w = fmt.Sprintf("%s×%d", w, p.Count)
+			}
+			who = append(who, w)
 		}
 		parts = append(parts, fmt.Sprintf("%d permits: %s", h.Held, strings.Join(who, " ")))
 	}
