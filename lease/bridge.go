@@ -56,6 +56,9 @@ func init() {
 			defer m.bg.leave()
 			return a.Available(ctx, name, n)
 		},
+		Downgrade: func(ctx context.Context, m *Manager, w *Lease, n int, opts []AcquireOption) (*Lease, error) {
+			return m.downgrade(ctx, w, n, opts)
+		},
 		Resize: func(on bool) AcquireOption { return resizeOption(on) },
 		Run:    func(ctx context.Context, l *Lease, fn func(context.Context) error) error { return l.run(ctx, fn) },
 		Holds: func(m *Manager, l *Lease) (bool, bool) {

@@ -45,6 +45,8 @@ var (
 	reenterSrc string
 	//go:embed scripts/available.lua
 	availableSrc string
+	//go:embed scripts/downgrade.lua
+	downgradeSrc string
 
 	acquireScript     = newScript(fenceSrc + queueSrc + acquireSrc)
 	permitScript      = newScript(fenceSrc + queueSrc + permitSrc)
@@ -55,6 +57,7 @@ var (
 	leaveScript       = newScript(letgoSrc + leaveSrc)
 	reenterScript     = newScript(reenterSrc)
 	availableScript   = newScript(availableSrc)
+	downgradeScript   = newScript(fenceSrc + letgoSrc + downgradeSrc)
 )
 
 // Layout is the key layout, kept in internal/keys with the name rules so
@@ -233,6 +236,23 @@ func (r *Redis) Available(ctx context.Context, name string, n int) (free, limit 
 		return 0, 0, fmt.Errorf("available script: unexpected reply %v", vals)
 	}
 	return int(vals[0]), int(vals[1]), nil
+}
+
+// Downgrade runs downgrade.lua: the lease w (a writer's) becomes the
+// permit req asks for (Limit is the readers' N) in one step, and its fence
+// is returned. ErrNotHeld when w does not hold the name, or req was
+// abandoned: nothing was touched. Any other error: the outcome is unknown.
+func (r *Redis) Downgrade(ctx context.Context, w Item, req Request) (int64, error) {
+	n := req.Name
+	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Retired(n, req.Token), r.layout.Permits(n)}
+	f, err := downgradeScript.Run(ctx, r.client, keys, w.Token, req.Token, req.TTL.Milliseconds(), req.Limit).Int64()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("downgrade script: %w", err)
+	case f <= 0:
+		return 0, ErrNotHeld
+	}
+	return f, nil
 }
 
 // Reenter runs reenter.lua.
