@@ -52,6 +52,14 @@
 // reader-writer lock with such counts would need a second key kept in step
 // with the permits for every reader, for no safety gain.
 //
+// # Do and Downgrade
+//
+// RDo and Do run a function under a read or a write lock, as
+// lease.Manager.Do runs one under a lease. Downgrade turns a write lock
+// into a read lock in one step on the server, so that no writer gets in
+// between: the write lock's lease ends (lease.ErrReleased) and the read
+// lock is a new lease, with a larger fence. There is still no upgrade.
+//
 // Quorum (Redlock) managers refuse read-write locks with an error wrapping
 // errors.ErrUnsupported; on Redis Cluster every key of a name shares its
 // hash tag.

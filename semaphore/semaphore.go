@@ -39,6 +39,13 @@
 // the new n are held. A resizing request stores its n at each attempt, so
 // of two that disagree, the latest attempt stands.
 //
+// # Several permits at once
+//
+// AcquireN and TryAcquireN take k of the n permits in one request, all or
+// none, as one lease: its release frees all k, its renewal renews all k,
+// and its loss is one loss. Available reads how many permits are free
+// without taking any.
+//
 // # Waiting and fairness
 //
 // Acquire waits as lease.Manager.Acquire does: woken by the release message
@@ -49,7 +56,9 @@
 // go in the order requests first asked: the request at place k of the queue
 // is granted one only while fewer than n-k are held. A barging request
 // (the default) waits while anyone waits in the fair queue, as a barging
-// lease does.
+// lease does. A request for k permits waits in the fair queue as k
+// requests for one would, so those behind it leave it room; barging, it
+// gets in only when it finds k free at once.
 //
 // # On the server
 //
