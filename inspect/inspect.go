@@ -79,13 +79,25 @@ type Holding struct {
 	same string
 }
 
-// A Permit is one live permit of a semaphore (or a reader).
+// A Permit is one live hold of a semaphore's permits (or a reader).
 type Permit struct {
 	Holder, Metadata string
 	Fence            int64
 	// TTL is the permit's own remaining TTL (its expiry less the server's
 	// clock).
 	TTL time.Duration
+	// Count is how many permits the hold took at once
+	// (semaphore.Permits.AcquireN); 1 for one.
+	Count int
+}
+
+// Held is how many permits h's holds take, k for a hold of k.
+func (h Holding) Held() int {
+	n := 0
+	for _, p := range h.Permits {
+		n += p.Count
+	}
+	return n
 }
 
 // Same reports whether h and o show the same hold: the same kind and, for a
@@ -216,21 +228,37 @@ func (r reads) holding(name string, nowMS int64) Holding {
 	return h
 }
 
-// permits are the live permits of a set (members scored by expiry, in
-// server ms) by fence, the n stored with them, and their tokens, sorted.
+// permits are the live holds of a set (members scored by expiry, in server
+// ms) by fence, the n stored with them, and their tokens, sorted. A hold
+// of k permits (semaphore.Permits.AcquireN) is k members: its token, which
+// has a fence in P{N}:permits, and token#2 ... token#k, which have none;
+// it is one Permit with Count k.
 func permits(members []redis.Z, fences map[string]string, nowMS int64) ([]Permit, int, []string) {
 	var out []Permit
-	var tokens []string
+	var tokens, base []string // base[i] is out[i]'s token
+	extra := map[string]int{}
 	for _, z := range members {
 		token, _ := z.Member.(string)
 		left := int64(z.Score) - nowMS
 		if left <= 0 {
 			continue // expired: free, whether or not removed yet
 		}
+		tokens = append(tokens, token)
+		if _, ok := fences[token]; !ok {
+			if i := strings.LastIndexByte(token, '#'); i > 0 {
+				if _, ok := fences[token[:i]]; ok {
+					extra[token[:i]]++
+					continue
+				}
+			}
+		}
 		f, _ := strconv.ParseInt(fences[token], 10, 64)
 		out = append(out, Permit{Holder: lease.HolderOf(token), Metadata: lease.MetadataOf(token), Fence: f,
-			TTL: time.Duration(left) * time.Millisecond})
-		tokens = append(tokens, token)
+			TTL: time.Duration(left) * time.Millisecond, Count: 1})
+		base = append(base, token)
+	}
+	for i := range out {
+		out[i].Count += extra[base[i]]
 	}
 	sort.Strings(tokens)
 	sort.Slice(out, func(a, b int) bool { return out[a].Fence < out[b].Fence })

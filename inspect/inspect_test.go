@@ -162,3 +162,29 @@ func TestNames(t *testing.T) {
 	t.Run("server", func(t *testing.T) { check(t, redistest.Start(t).Client(t)) })
 	t.Run("cluster", func(t *testing.T) { check(t, redistest.NewCluster(t, 3, 0).Client(t)) })
 }
+
+// A hold of k permits (semaphore.Permits.AcquireN) reads as one Permit
+// with Count k, beside single permits; Held counts them all.
+func TestReadKPermits(t *testing.T) {
+	srv := redistest.Start(t)
+	m := manager(t, srv.Client(t), lease.WithHolder("h"))
+	ctx := context.Background()
+	sem := semaphore.New(m)
+	three, err := sem.AcquireN(ctx, "pool", 5, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one, err := sem.Acquire(ctx, "pool", 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs, err := inspect.Read(ctx, srv.Client(t), "", "pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hs[0]
+	if len(h.Permits) != 2 || h.Held() != 4 || h.Permits[0].Fence != three.Fence() || h.Permits[0].Count != 3 ||
+		h.Permits[1].Fence != one.Fence() || h.Permits[1].Count != 1 || h.N != 5 {
+		t.Fatalf("holding %+v, Held %d (fences %d, %d)", h, h.Held(), three.Fence(), one.Fence())
+	}
+}

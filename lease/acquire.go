@@ -100,7 +100,7 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 	if err := m.supports(a); err != nil {
 		return nil, err
 	}
-	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive, Limit: a.limit, Resize: a.resize}
+	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive, Limit: a.limit, Resize: a.resize, Permits: a.permits}
 	if !wait {
 		return m.tryOnce(ctx, req, a, attempts)
 	}
@@ -513,7 +513,7 @@ func (m *Manager) failedSend(ctx context.Context, req backend.Request, err error
 // watchdog, unless the manager closed meanwhile.
 func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig, res backend.Acquisition, sent time.Time) (*Lease, error) {
 	l := &Lease{m: m, name: req.Name, token: req.Token, fence: res.Fence, explicitInterval: a.interval > 0,
-		owner: req.Owner, exclusive: req.Exclusive, permit: req.Limit > 0, depth: 1}
+		owner: req.Owner, exclusive: req.Exclusive, permit: req.Limit > 0, permits: req.Permits, depth: 1}
 	if broken { // tenure_broken builds only: broken_on.go
 		l.fence = breakFence(req.Name, l.fence)
 	}

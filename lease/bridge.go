@@ -22,14 +22,42 @@ func init() {
 			}
 			return m.acquire(ctx, name, opts, wait, holding{owner: owner, exclusive: exclusive})
 		},
-		Permit: func(ctx context.Context, m *Manager, name string, n int, wait bool, opts []AcquireOption) (*Lease, error) {
+		Permit: func(ctx context.Context, m *Manager, name string, n, k int, wait bool, opts []AcquireOption) (*Lease, error) {
 			if n < 1 {
 				return nil, fmt.Errorf("%w: %d permits: a semaphore has at least 1", ErrInvalidOption, n)
+			}
+			if k < 1 || k > n {
+				return nil, fmt.Errorf("%w: %d of %d permits at once: from 1 to n", ErrInvalidOption, k, n)
 			}
 			if broken { // tenure_broken builds only: broken_on.go
 				n = breakLimit(n)
 			}
-			return m.acquire(ctx, name, opts, wait, holding{limit: n})
+			if k == 1 {
+				k = 0 // one permit is one member, as it always was
+			}
+			return m.acquire(ctx, name, opts, wait, holding{limit: n, permits: k})
+		},
+		Available: func(ctx context.Context, m *Manager, name string, n int) (int, int, error) {
+			if n < 1 {
+				return 0, 0, fmt.Errorf("%w: %d permits: a semaphore has at least 1", ErrInvalidOption, n)
+			}
+			if err := checkName(name); err != nil {
+				return 0, 0, err
+			}
+			a, ok := m.be.(interface {
+				Available(ctx context.Context, name string, n int) (int, int, error)
+			})
+			if !ok || m.quorum {
+				return 0, 0, fmt.Errorf("lease: semaphores on this manager's backend: %w", errors.ErrUnsupported)
+			}
+			if !m.bg.enter() {
+				return 0, 0, ErrClosed
+			}
+			defer m.bg.leave()
+			return a.Available(ctx, name, n)
+		},
+		Downgrade: func(ctx context.Context, m *Manager, w *Lease, n int, opts []AcquireOption) (*Lease, error) {
+			return m.downgrade(ctx, w, n, opts)
 		},
 		Resize: func(on bool) AcquireOption { return resizeOption(on) },
 		Run:    func(ctx context.Context, l *Lease, fn func(context.Context) error) error { return l.run(ctx, fn) },

@@ -33,6 +33,7 @@ type Lease struct {
 	explicitInterval bool
 	exclusive        bool // the owner is this lease's alone
 	permit           bool // a semaphore's permit (package semaphore)
+	permits          int  // how many permits it holds, k (0 means 1)
 
 	mu     sync.Mutex
 	depth  int32 // a reentrant lock's entries through this lease
@@ -315,7 +316,7 @@ func (l *Lease) item() backend.Item {
 	ttl := l.entry.TTL()
 	switch {
 	case l.permit:
-		return backend.Item{Name: l.name, Token: l.token, TTL: ttl, Permit: true}
+		return backend.Item{Name: l.name, Token: l.token, TTL: ttl, Permit: true, Permits: l.permits}
 	case l.owner == "":
 		return backend.Item{Name: l.name, Token: l.token, TTL: ttl}
 	}

@@ -90,6 +90,7 @@ type holding struct {
 	owner     string // a reentrant lock's owner; "" otherwise
 	exclusive bool   // owner is fresh: no other acquisition shares it
 	limit     int    // a semaphore's permits; 0 otherwise
+	permits   int    // how many of them the request takes at once (k); 0 means 1
 }
 
 func defaultConfig() config {

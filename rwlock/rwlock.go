@@ -52,6 +52,14 @@
 // reader-writer lock with such counts would need a second key kept in step
 // with the permits for every reader, for no safety gain.
 //
+// # Do and Downgrade
+//
+// RDo and Do run a function under a read or a write lock, as
+// lease.Manager.Do runs one under a lease. Downgrade turns a write lock
+// into a read lock in one step on the server, so that no writer gets in
+// between: the write lock's lease ends (lease.ErrReleased) and the read
+// lock is a new lease, with a larger fence. There is still no upgrade.
+//
 // Quorum (Redlock) managers refuse read-write locks with an error wrapping
 // errors.ErrUnsupported; on Redis Cluster every key of a name shares its
 // hash tag.
@@ -123,6 +131,63 @@ func (k *Locker) Lock(ctx context.Context, name string, opts ...lease.AcquireOpt
 // writer waits for it.
 func (k *Locker) TryLock(ctx context.Context, name string, opts ...lease.AcquireOption) (*lease.Lease, error) {
 	return k.lock(ctx, name, opts, false)
+}
+
+// RDo holds a read lock of name while fn runs, as lease.Manager.Do holds a
+// lease: it waits for the read lock (as RLock), runs fn with a context
+// cancelled when ctx ends or the read lock is lost, and releases it when
+// fn returns, even if fn panics. It returns fn's error; when the lock ended
+// before fn returned, or its release found it gone, the error also wraps
+// lease.ErrLost (or lease.ErrClosed), even if fn returned nil.
+func (k *Locker) RDo(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...lease.AcquireOption) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", lease.ErrInvalidOption)
+	}
+	l, err := k.RLock(ctx, name, opts...)
+	if err != nil {
+		return err
+	}
+	return inside.Run(ctx, l, fn)
+}
+
+// Do holds the write lock of name while fn runs, as RDo holds a read lock:
+// it waits as Lock, and returns as RDo does.
+func (k *Locker) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...lease.AcquireOption) error {
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", lease.ErrInvalidOption)
+	}
+	l, err := k.Lock(ctx, name, opts...)
+	if err != nil {
+		return err
+	}
+	return inside.Run(ctx, l, fn)
+}
+
+// Downgrade turns the write lock w (from Lock or TryLock on this Locker's
+// manager) into a read lock of the same name, in one step on the server:
+// no writer, and no other holder, can get in between. The readers waiting
+// may then enter beside it, unless a writer waits (writers first); a
+// writer waiting gets in once the read lock, and every other, is
+// released. w ends, its context cancelled with lease.ErrReleased, and the
+// read lock returned is a lease of its own, renewed by the watchdog, with
+// its own token and a new fence, greater than w's (as every acquisition's:
+// docs/design.md, S5). opts are the options of the read lock's
+// acquisition (lease.WithTTL, ...); ctx bounds the round trip.
+//
+// When w is no longer held it returns an error wrapping lease.ErrNotHeld,
+// and w is lost. When the outcome is unknown (a timeout, a broken
+// connection) it returns that error, w ends with lease.ErrLost, and both
+// the write lock and the read lock the server may have made are released
+// in the background: the caller holds neither.
+func (k *Locker) Downgrade(ctx context.Context, w *lease.Lease, opts ...lease.AcquireOption) (*lease.Lease, error) {
+	if k == nil || k.m == nil {
+		return nil, fmt.Errorf("%w: rwlock: Locker without a manager (use New)", lease.ErrInvalidOption)
+	}
+	if held, reader := inside.Holds(k.m, w); held && reader {
+		return nil, fmt.Errorf("%w: rwlock: %q: a read lock is downgraded already", lease.ErrInvalidOption, w.Name())
+	}
+	opts = append(opts[:len(opts):len(opts)], lease.WithFair(false))
+	return inside.Downgrade(ctx, k.m, w, maxReaders, opts)
 }
 
 func (k *Locker) rlock(ctx context.Context, name string, opts []lease.AcquireOption, wait bool) (*lease.Lease, error) {

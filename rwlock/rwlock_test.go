@@ -18,7 +18,7 @@ import (
 )
 
 func TestMain(m *testing.M) {
-	redistest.Main(m, func(string) {})
+	redistest.Main(m, func(addr string) { redisAddr = addr })
 }
 
 var quiet = slog.New(slog.DiscardHandler)

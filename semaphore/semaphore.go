@@ -39,6 +39,13 @@
 // the new n are held. A resizing request stores its n at each attempt, so
 // of two that disagree, the latest attempt stands.
 //
+// # Several permits at once
+//
+// AcquireN and TryAcquireN take k of the n permits in one request, all or
+// none, as one lease: its release frees all k, its renewal renews all k,
+// and its loss is one loss. Available reads how many permits are free
+// without taking any.
+//
 // # Waiting and fairness
 //
 // Acquire waits as lease.Manager.Acquire does: woken by the release message
@@ -49,7 +56,9 @@
 // go in the order requests first asked: the request at place k of the queue
 // is granted one only while fewer than n-k are held. A barging request
 // (the default) waits while anyone waits in the fair queue, as a barging
-// lease does.
+// lease does. A request for k permits waits in the fair queue as k
+// requests for one would, so those behind it leave it room; barging, it
+// gets in only when it finds k free at once.
 //
 // # On the server
 //
@@ -141,7 +150,7 @@ func (p *Permits) Acquire(ctx context.Context, name string, n int, opts ...lease
 	if p == nil || p.m == nil {
 		return nil, errNoManager
 	}
-	return limitError(inside.Permit(ctx, p.m, name, n, true, opts))
+	return limitError(inside.Permit(ctx, p.m, name, n, 1, true, opts))
 }
 
 // TryAcquire makes one attempt: it returns an error wrapping
@@ -152,7 +161,60 @@ func (p *Permits) TryAcquire(ctx context.Context, name string, n int, opts ...le
 	if p == nil || p.m == nil {
 		return nil, errNoManager
 	}
-	return limitError(inside.Permit(ctx, p.m, name, n, false, opts))
+	return limitError(inside.Permit(ctx, p.m, name, n, 1, false, opts))
+}
+
+// AcquireN waits until it holds k of the n permits of the semaphore called
+// name at once, or ctx ends, as Acquire waits for one. The k permits are
+// granted together in one step on the server, or none is: the result is one
+// *lease.Lease, whose Release frees all k, whose renewal renews all k, and
+// whose loss is one loss. k must be from 1 to n (an error wrapping
+// lease.ErrInvalidOption otherwise); AcquireN with k = 1 is Acquire. The
+// rules of n (ErrLimitMismatch, WithResize) are Acquire's.
+//
+// With lease.WithFair(true) a request for k keeps its place in the queue
+// as k requests for one would: those behind it are granted permits only
+// while k remain for it, so a stream of single requests cannot starve it.
+// Barging (the default), it is granted its permits only when it finds k
+// free at one of its attempts, and a steady stream of barging requests for
+// one permit may keep it out for as long as it lasts: ask with
+// lease.WithFair(true) when that matters.
+func (p *Permits) AcquireN(ctx context.Context, name string, n, k int, opts ...lease.AcquireOption) (*lease.Lease, error) {
+	if p == nil || p.m == nil {
+		return nil, errNoManager
+	}
+	return limitError(inside.Permit(ctx, p.m, name, n, k, true, opts))
+}
+
+// TryAcquireN makes one attempt at k of the n permits of name, all or
+// none, as TryAcquire makes one at a single permit: an error wrapping
+// lease.ErrNotAcquired when fewer than k are free (or promised to fair
+// waiters), or the name is held by a lease or a reentrant lock.
+func (p *Permits) TryAcquireN(ctx context.Context, name string, n, k int, opts ...lease.AcquireOption) (*lease.Lease, error) {
+	if p == nil || p.m == nil {
+		return nil, errNoManager
+	}
+	return limitError(inside.Permit(ctx, p.m, name, n, k, false, opts))
+}
+
+// Available reads how many permits of the semaphore called name are free,
+// in one round trip that takes nothing, joins no queue and makes no lease.
+// n is the caller's number of permits; while permits of name are held the
+// n stored with them counts instead (the n a request would be judged by),
+// so the answer is that n minus the permits held (a hold of k permits
+// counts k), never below 0. A name held by a lease, a writer or a
+// reentrant lock has 0 free. Fair waiters are not subtracted: permits
+// found free may be promised to the queue. The answer is a snapshot: by the
+// time it is read, others may have taken or freed permits.
+func (p *Permits) Available(ctx context.Context, name string, n int) (int, error) {
+	if p == nil || p.m == nil {
+		return 0, errNoManager
+	}
+	free, _, err := inside.Available(ctx, p.m, name, n)
+	if err != nil {
+		return 0, fmt.Errorf("semaphore: available permits of %q: %w", name, err)
+	}
+	return free, nil
 }
 
 // limitError turns lease's error for a request refused for its n into a

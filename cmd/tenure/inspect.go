@@ -74,6 +74,9 @@ type permit struct {
 	// TTLms is the permit's own remaining TTL (its expiry, the set's
 	// score, less the server's TIME).
 	TTLms int64 `json:"ttl_ms"`
+	// Count is how many permits the holder took at once
+	// (semaphore.AcquireN), when more than one.
+	Count int `json:"count,omitempty"`
 }
 
 // permitsKind is how status and list name the kind "permits": the server
@@ -114,9 +117,15 @@ func inspect(ctx context.Context, c redis.UniversalClient, prefix string, names 
 			}
 		}
 		for _, p := range v.Permits {
-			h.Permits = append(h.Permits, permit{Holder: p.Holder, Metadata: p.Metadata, Fence: p.Fence, TTLms: p.TTL.Milliseconds()})
+			pm := permit{Holder: p.Holder, Metadata: p.Metadata, Fence: p.Fence, TTLms: p.TTL.Milliseconds()}
+			if p.Count > 1 {
+				pm.Count = p.Count
+			}
+			h.Permits = append(h.Permits, pm)
 		}
-		h.Held = len(h.Permits)
+		if v.Kind == tenureinspect.Permits {
+			h.Held = v.Held()
+		}
 		out[i] = h
 	}
 	return out, nil
@@ -139,6 +148,9 @@ func (p permit) text() string {
 	md := ""
 	if p.Metadata != "" {
 		md = ", metadata " + shown(p.Metadata)
+	}
+	if p.Count > 1 {
+		return fmt.Sprintf("%d permits: fence %d, ttl %v, holder %s%s", p.Count, p.Fence, time.Duration(p.TTLms)*time.Millisecond, who, md)
 	}
 	return fmt.Sprintf("fence %d, ttl %v, holder %s%s", p.Fence, time.Duration(p.TTLms)*time.Millisecond, who, md)
 }
@@ -180,11 +192,14 @@ func (h holding) holders() string {
 	if h.Kind == "permits" {
 		who := make([]string, 0, len(h.Permits))
 		for _, p := range h.Permits {
-			if p.Holder == "" {
-				who = append(who, "?")
-			} else {
-				who = append(who, p.Holder)
+			w := p.Holder
+			if w == "" {
+				w = "?"
 			}
+			if p.Count > 1 {
+				w = fmt.Sprintf("%s×%d", w, p.Count)
+			}
+			who = append(who, w)
 		}
 		parts = append(parts, fmt.Sprintf("%d permits: %s", h.Held, strings.Join(who, " ")))
 	}

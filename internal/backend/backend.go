@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 )
 
@@ -51,6 +52,9 @@ type Request struct {
 	// (permit.lua). Without it such a request is refused
 	// (Acquisition.HeldLimit).
 	Resize bool
+	// Permits, for a permit request, is how many permits it takes at once,
+	// all or none (permit.lua's k); 0 means 1. It must not exceed Limit.
+	Permits int
 	// Queue, when positive, makes the attempt fair: the name goes to waiters
 	// in the order they first asked, and the queue forgets a waiter that
 	// has not tried again for Queue.
@@ -70,6 +74,9 @@ type Item struct {
 	// Permit marks a semaphore's permit (Request.Limit); Token is its
 	// token.
 	Permit bool
+	// Permits is, for a Permit, how many permits the token holds
+	// (Request.Permits); 0 means 1.
+	Permits int
 	// Light lets a Renew of a plain lease renew its key alone and leave
 	// its fencing counter be: the watchdog sets it when the counter's last
 	// refresh, which gave it twice the TTL, still outlives this renewal's
@@ -84,6 +91,15 @@ type Item struct {
 	// a lease (it is released once), and a fresh random id for a reentrant
 	// lock (whose owner may enter and leave many times).
 	Op string
+}
+
+// weight is k, the number of permits a permit's token holds, as a script
+// argument: "" when it is one, which the scripts take as absent.
+func weight(k int) string {
+	if k <= 1 {
+		return ""
+	}
+	return strconv.Itoa(k)
 }
 
 func (it Item) op() string {
@@ -104,7 +120,7 @@ func (r Request) Item() Item {
 	case r.Owner != "":
 		return Item{Name: r.Name, Token: r.Owner, TTL: r.TTL, Reentrant: true}
 	case r.Limit > 0:
-		return Item{Name: r.Name, Token: r.Token, TTL: r.TTL, Permit: true}
+		return Item{Name: r.Name, Token: r.Token, TTL: r.TTL, Permit: true, Permits: r.Permits}
 	}
 	return Item{Name: r.Name, Token: r.Token, TTL: r.TTL}
 }

@@ -43,6 +43,10 @@ var (
 	leaveSrc string
 	//go:embed scripts/reenter.lua
 	reenterSrc string
+	//go:embed scripts/available.lua
+	availableSrc string
+	//go:embed scripts/downgrade.lua
+	downgradeSrc string
 
 	acquireScript     = newScript(fenceSrc + queueSrc + acquireSrc)
 	permitScript      = newScript(fenceSrc + queueSrc + permitSrc)
@@ -52,6 +56,8 @@ var (
 	abandonScript     = newScript(letgoSrc + abandonSrc)
 	leaveScript       = newScript(letgoSrc + leaveSrc)
 	reenterScript     = newScript(reenterSrc)
+	availableScript   = newScript(availableSrc)
+	downgradeScript   = newScript(fenceSrc + letgoSrc + downgradeSrc)
 )
 
 // Layout is the key layout, kept in internal/keys with the name rules so
@@ -124,6 +130,9 @@ func (r *Redis) acquirePermit(ctx context.Context, req Request) (Acquisition, er
 		resize = "1"
 	}
 	args := []any{req.Token, msArg(&r.ttlArg, req.TTL), req.Limit, req.Queue.Milliseconds(), resize}
+	if k := weight(req.Permits); k != "" {
+		args = append(args, k)
+	}
 	if r.acks > 0 {
 		return r.acquireAcked(ctx, permitScript, req, keys, args)
 	}
@@ -189,6 +198,9 @@ func (r *Redis) Abandon(ctx context.Context, req Request) error {
 	if req.Limit > 0 {
 		keys = append(keys, r.layout.Permits(n))
 		args = append(args, "z")
+		if k := weight(req.Permits); k != "" {
+			args = append(args, k)
+		}
 	}
 	err := abandonScript.Run(ctx, r.client, keys, args...).Err()
 	if err != nil {
@@ -201,10 +213,46 @@ func (r *Redis) Abandon(ctx context.Context, req Request) error {
 func (r *Redis) Leave(ctx context.Context, req Request) error {
 	n := req.Name
 	keys := []string{r.layout.Lease(n), r.layout.Queue(n), r.layout.QueueExpiry(n)}
-	if err := leaveScript.Run(ctx, r.client, keys, req.Token, r.layout.Channel(n)).Err(); err != nil {
+	args := []any{req.Token, r.layout.Channel(n)}
+	if k := weight(req.Permits); k != "" {
+		args = append(args, k)
+	}
+	if err := leaveScript.Run(ctx, r.client, keys, args...).Err(); err != nil {
 		return fmt.Errorf("leave script: %w", err)
 	}
 	return nil
+}
+
+// Available runs available.lua: how many of n permits of the semaphore
+// name are free, and the n it counts them of (the stored one while permits
+// are held). It writes nothing.
+func (r *Redis) Available(ctx context.Context, name string, n int) (free, limit int, err error) {
+	keys := []string{r.layout.Lease(name), r.layout.Permits(name)}
+	vals, err := availableScript.Run(ctx, r.client, keys, n).Int64Slice()
+	if err != nil {
+		return 0, 0, fmt.Errorf("available script: %w", err)
+	}
+	if len(vals) != 2 {
+		return 0, 0, fmt.Errorf("available script: unexpected reply %v", vals)
+	}
+	return int(vals[0]), int(vals[1]), nil
+}
+
+// Downgrade runs downgrade.lua: the lease w (a writer's) becomes the
+// permit req asks for (Limit is the readers' N) in one step, and its fence
+// is returned. ErrNotHeld when w does not hold the name, or req was
+// abandoned: nothing was touched. Any other error: the outcome is unknown.
+func (r *Redis) Downgrade(ctx context.Context, w Item, req Request) (int64, error) {
+	n := req.Name
+	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Retired(n, req.Token), r.layout.Permits(n)}
+	f, err := downgradeScript.Run(ctx, r.client, keys, w.Token, req.Token, req.TTL.Milliseconds(), req.Limit).Int64()
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("downgrade script: %w", err)
+	case f <= 0:
+		return 0, ErrNotHeld
+	}
+	return f, nil
 }
 
 // Reenter runs reenter.lua.
@@ -240,7 +288,11 @@ func (r *Redis) renewArgs(it Item) ([]string, scriptArgs) {
 	case it.Reentrant:
 		return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name)}, argsOf(it.Token, ttl, "h")
 	case it.Permit:
-		return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name), r.layout.Permits(it.Name)}, argsOf(it.Token, ttl, "z")
+		keys := []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name), r.layout.Permits(it.Name)}
+		if k := weight(it.Permits); k != "" {
+			return keys, argsOf(it.Token, ttl, "z", k)
+		}
+		return keys, argsOf(it.Token, ttl, "z")
 	}
 	return []string{r.layout.Lease(it.Name), r.layout.Fence(it.Name)}, argsOf(it.Token, ttl, "")
 }
@@ -264,6 +316,9 @@ func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 	free := msArg(&r.freeArg, retiredFree(it.TTL))
 	switch {
 	case it.Permit:
+		if k := weight(it.Permits); k != "" {
+			return append(keys, r.layout.Permits(it.Name)), argsOf(it.Token, free, "z", k)
+		}
 		return append(keys, r.layout.Permits(it.Name)), argsOf(it.Token, free, "z")
 	case !it.Reentrant:
 		return keys, argsOf(it.Token, free)

@@ -29,9 +29,17 @@ type Bridge[M, L, O any] struct {
 	// Exit takes back one entry of a held reentrant lock that has more
 	// than one through this lease.
 	Exit func(ctx context.Context, l L) error
-	// Permit acquires one permit of the semaphore of n permits called name
-	// on manager m, waiting (as Acquire) or not (as TryAcquire).
-	Permit func(ctx context.Context, m M, name string, n int, wait bool, opts []O) (L, error)
+	// Permit acquires k permits (all at once, or none) of the semaphore of
+	// n permits called name on manager m, waiting (as Acquire) or not (as
+	// TryAcquire).
+	Permit func(ctx context.Context, m M, name string, n, k int, wait bool, opts []O) (L, error)
+	// Available reads how many of n permits of name are free, and the n
+	// they are counted of (the stored n while permits are held).
+	Available func(ctx context.Context, m M, name string, n int) (free, limit int, err error)
+	// Downgrade replaces w, a writer's lease of m, with one permit of the
+	// semaphore of n permits of its name, in one step, and returns the
+	// permit's lease; w ends.
+	Downgrade func(ctx context.Context, m M, w L, n int, opts []O) (L, error)
 	// Resize returns the acquire option of semaphore.WithResize: a permit
 	// request that may change the N the name's permits are held under.
 	Resize func(on bool) O

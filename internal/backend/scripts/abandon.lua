@@ -15,6 +15,9 @@
 --          random owner), so any count it has came from that request
 -- ARGV[6]  'z' when the request was for a semaphore's permit; absent
 --          otherwise
+-- ARGV[7]  for a permit: k, how many permits the request asked for
+--          (permit.lua's ARGV[6]); absent for 1. Its k members leave the
+--          set, and the queue
 --
 -- Returns  1 when the acquire had been applied: the lease (or the owner's
 --            entries, or the permit) is deleted and waiters are told
@@ -26,13 +29,14 @@
 -- a copy that arrives late (a client library's retry) leaves nothing, and the
 -- request leaves the fair queue.
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[3])
+local k = tonumber(ARGV[7] or '1')
 local rank = redis.call('ZRANK', KEYS[3], ARGV[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('ZREM', KEYS[4], ARGV[1])
+zrem_permit(KEYS[3], ARGV[1], k)
+zrem_permit(KEYS[4], ARGV[1], k)
 local applied = 0
 if ARGV[6] == 'z' then
   if type(redis.pcall('ZSCORE', KEYS[1], ARGV[1])) == 'string' then
-    redis.call('ZREM', KEYS[1], ARGV[1])
+    zrem_permit(KEYS[1], ARGV[1], k)
     redis.call('HDEL', KEYS[5], ARGV[1])
     settle(KEYS[1], KEYS[5], server_ms())
     applied = 1

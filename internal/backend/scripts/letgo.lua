@@ -26,6 +26,16 @@ local function settle(set, fences, now_ms)
   redis.call('PEXPIRE', fences, left)
 end
 
+-- zrem_permit removes from the sorted set key the members of a hold of k
+-- permits under token (permit.lua): token, token#2 ... token#k. The same
+-- members stand for a fair request of k in the queue and its expiries.
+local function zrem_permit(key, token, k)
+  redis.call('ZREM', key, token)
+  for i = 2, k do
+    redis.call('ZREM', key, token .. '#' .. i)
+  end
+end
+
 -- server_ms is the server's clock in milliseconds.
 local function server_ms()
   local now = redis.call('TIME')

@@ -1,5 +1,5 @@
--- permit.lua: take one permit of a semaphore (at most ARGV[3] holders of
--- the name at once) and hand out its fencing token. A semaphore holds the
+-- permit.lua: take k permits of a semaphore (at most ARGV[3] permits of
+-- the name held at once), all or none, and hand out one fencing token. A semaphore holds the
 -- name's key as a sorted set of permit tokens scored by when each expires
 -- (server time in ms), so a dead holder's permit frees itself: a permit
 -- past its score is counted free and removed here. The key is the one a
@@ -29,8 +29,15 @@
 -- ARGV[5]  '1' to resize: while permits are held under another N, store
 --          ARGV[3] as the N (held permits stay; new ones are granted only
 --          while fewer than the new N are held); '0' otherwise
+-- ARGV[6]  k, how many permits the request takes at once, 1 <= k <= N;
+--          absent for 1. A hold of k permits is k members of the set,
+--          ARGV[1] and ARGV[1]#2 ... ARGV[1]#k, with one score (so every
+--          count of the set counts permits, not holders), and only ARGV[1]
+--          has a fence in KEYS[6]. A fair request of k waits as k members
+--          of the queue likewise (one arrival), so those behind it leave it
+--          room: a request is granted while held + (members ahead) + k <= N
 --
--- Returns  fence, an integer, when the token now holds a permit (also when
+-- Returns  fence, an integer, when the token now holds its k permits (also when
 --                    it already did: a client library's resent request
 --                    gets the first answer);
 --          {0, wait[, arrival]} when no permit is free for this request:
@@ -51,6 +58,7 @@
 local token, ttl = ARGV[1], tonumber(ARGV[2])
 local limit, patience = tonumber(ARGV[3]), tonumber(ARGV[4])
 local resize = ARGV[5] == '1'
+local k = tonumber(ARGV[6] or '1')
 
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return {0, -2}
@@ -107,12 +115,15 @@ if patience > 0 or redis.call('EXISTS', KEYS[4]) == 1 then
   end
 end
 
-if held >= 0 and held + ahead < limit and (patience > 0 or ahead == 0) then
+if held >= 0 and held + ahead + k <= limit and (patience > 0 or ahead == 0) then
   local f = fence(KEYS[2], ttl)
   if type(f) == 'table' then
     return f -- a corrupt counter: nothing taken
   end
   redis.call('ZADD', KEYS[1], now_ms + ttl, token)
+  for i = 2, k do
+    redis.call('ZADD', KEYS[1], now_ms + ttl, token .. '#' .. i)
+  end
   redis.call('HSET', KEYS[6], token, string.format('%.0f', f), 'n', ARGV[3])
   -- The keys outlive their longest-lived permit, and no more: the fence
   -- counter too, which the SET above may have shortened below another
@@ -122,8 +133,14 @@ if held >= 0 and held + ahead < limit and (patience > 0 or ahead == 0) then
   redis.call('PEXPIRE', KEYS[6], left)
   redis.call('PEXPIRE', KEYS[2], left)
   if patience > 0 then
-    redis.call('ZREM', KEYS[4], token)
-    redis.call('ZREM', KEYS[5], token)
+    for i = 1, k do
+      local m = token
+      if i > 1 then
+        m = token .. '#' .. i
+      end
+      redis.call('ZREM', KEYS[4], m)
+      redis.call('ZREM', KEYS[5], m)
+    end
   end
   return f
 end
@@ -131,7 +148,7 @@ end
 local wait
 if held < 0 then
   wait = redis.call('PTTL', KEYS[1])
-elseif held >= limit then
+elseif held + k > limit then
   local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
   wait = math.max(0, tonumber(first[2]) - now_ms)
 else
@@ -144,6 +161,10 @@ else
   end
 end
 if patience > 0 then
-  return {0, wait, join(KEYS[4], KEYS[5], token, now_us, now_ms, patience)}
+  local arrival = join(KEYS[4], KEYS[5], token, now_us, now_ms, patience)
+  for i = 2, k do
+    join(KEYS[4], KEYS[5], token .. '#' .. i, arrival, now_ms, patience)
+  end
+  return {0, wait, arrival}
 end
 return {0, wait}

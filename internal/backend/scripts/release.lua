@@ -12,7 +12,9 @@
 --          reentrant lock, how many entries of the owner to take back, '0'
 --          for all of them
 -- ARGV[4]  for a reentrant lock, how long to remember a release that
---          leaves the owner holding the name (an inner exit), in ms
+--          leaves the owner holding the name (an inner exit), in ms; for a
+--          permit, k, how many permits the token holds (permit.lua's
+--          ARGV[6]), all released together; absent for 1
 --
 -- Returns  1 when ARGV[1] held the name: a lease is deleted; a reentrant
 --            lock's owner count goes down, and at zero the owner's field goes,
@@ -50,7 +52,7 @@ if ARGV[3] == 'z' then
   if type(score) ~= 'string' then
     return redis.call('EXISTS', KEYS[2])
   end
-  redis.call('ZREM', KEYS[1], ARGV[1])
+  zrem_permit(KEYS[1], ARGV[1], tonumber(ARGV[4] or '1'))
   redis.call('HDEL', KEYS[3], ARGV[1])
   local now_ms = server_ms()
   settle(KEYS[1], KEYS[3], now_ms)

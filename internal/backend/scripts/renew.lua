@@ -8,6 +8,8 @@
 -- ARGV[3]  'h' for a reentrant lock (a hash of owner -> count), 'z' for a
 --          semaphore's permit (a sorted set of token -> expiry in server
 --          ms, permit.lua), '' for a lease
+-- ARGV[4]  for a permit: k, how many permits the token holds (permit.lua's
+--          ARGV[6]); absent for 1. All k are renewed, or dropped, together
 --
 -- Returns  1 when ARGV[1] still holds the name: its remaining TTL is now at
 --            least ARGV[2] ms (never shortened, so a late or repeated renewal
@@ -25,6 +27,7 @@
 -- pcall: GET, HEXISTS or ZSCORE on a key of another kind is an error reply,
 -- which is simply "not this holder".
 if ARGV[3] == 'z' then
+  local k = tonumber(ARGV[4] or '1')
   local score = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
   if type(score) == 'table' then
     return 0
@@ -32,7 +35,7 @@ if ARGV[3] == 'z' then
   local now_ms = server_ms()
   if not score or tonumber(score) <= now_ms then
     if score then
-      redis.call('ZREM', KEYS[1], ARGV[1])
+      zrem_permit(KEYS[1], ARGV[1], k)
       redis.call('HDEL', KEYS[3], ARGV[1])
       settle(KEYS[1], KEYS[3], now_ms)
     end
@@ -41,6 +44,9 @@ if ARGV[3] == 'z' then
   local until_ms = now_ms + tonumber(ARGV[2])
   if until_ms > tonumber(score) then
     redis.call('ZADD', KEYS[1], until_ms, ARGV[1])
+    for i = 2, k do
+      redis.call('ZADD', KEYS[1], until_ms, ARGV[1] .. '#' .. i)
+    end
   end
   local left = redis.call('PTTL', KEYS[1])
   if left < tonumber(ARGV[2]) then
