@@ -30,7 +30,7 @@ func init() {
 				return nil, fmt.Errorf("%w: %d of %d permits at once: from 1 to n", ErrInvalidOption, k, n)
 			}
 			if broken { // tenure_broken builds only: broken_on.go
-				n = breakLimit(n)
+				n, k = breakLimit(n), breakK(k)
 			}
 			if k == 1 {
 				k = 0 // one permit is one member, as it always was

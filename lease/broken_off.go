@@ -14,3 +14,5 @@ func breakFence(_ string, fence int64) int64 { return fence }
 func breakLimit(n int) int { return n }
 
 func breakSetContext() bool { return false }
+
+func breakK(k int) int { return k }

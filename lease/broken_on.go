@@ -22,6 +22,8 @@ import (
 //	                         first one in this process got, as a fencing
 //	                         counter stuck after a rollback would hand out
 //	TENURE_BREAK=overbook    a semaphore of n permits grants n+1
+//	TENURE_BREAK=kshort      a request for k > 1 permits at once takes k - 1
+//	                         of them on the server, and returns as if k
 //	TENURE_BREAK=setnocancel a Set's context is not cancelled when one of
 //	                         its leases is lost; only Release ends it
 const broken = true
@@ -79,3 +81,11 @@ func breakLimit(n int) int {
 // breakSetContext reports whether a Set's context must ignore its leases'
 // losses.
 func breakSetContext() bool { return breakMode() == "setnocancel" }
+
+// breakK returns how many permits to take for a request of k.
+func breakK(k int) int {
+	if breakMode() == "kshort" && k > 1 {
+		return k - 1
+	}
+	return k
+}

@@ -71,6 +71,12 @@ func TestChaosBroken(t *testing.T) {
 				t.Errorf("no more than n live permits reported: %q", r.Overlaps)
 			}
 		}},
+		// A request for k permits at once takes k - 1 on the server.
+		{"kshort", func(t *testing.T, r *Report) {
+			if !slices.ContainsFunc(r.Overlaps, func(o string) bool { return strings.Contains(o, "permits of its") }) {
+				t.Errorf("no more than n live permits reported: %q", r.Overlaps)
+			}
+		}},
 		// A set of names held at once (lease.Manager.AcquireAll) is not
 		// told when one of its leases is lost: its holder goes on working
 		// on that name past its lease.

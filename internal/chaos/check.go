@@ -212,7 +212,11 @@ func Check(h History) *Report {
 			if !b.Kind.exclusive() {
 				r.PeakShared[name] = max(r.PeakShared[name], shared+1)
 			}
-			if b.Kind != KindPermit || len(permits) < b.Limit {
+			held := 0 // permits live when b began, k for a hold of k
+			for _, a := range permits {
+				held += a.permits()
+			}
+			if b.Kind != KindPermit || held+b.permits() <= b.Limit {
 				continue
 			}
 			// Blame the permit that outlived the others: the one whose
@@ -224,8 +228,8 @@ func Check(h History) *Report {
 				ids = append(ids, a.ID)
 				expected = expected || dataLost(a.Start, b.Start)
 			}
-			msg := fmt.Sprintf("%s: %s (section %d, fence %d) began at %s while %d permits of its %d were live, the last of them %s (section %d, fence %d, %s, local deadline %s) until %s%s",
-				name, b.Holder, b.ID, b.Fence, stamp(b.Start), len(permits), b.Limit, last.Holder, last.ID, last.Fence, last.Ended, stamp(last.Deadline), stamp(last.End), faultsAround(h.Faults, last.Start, b.Start))
+			msg := fmt.Sprintf("%s: %s (section %d, fence %d, %d at once) began at %s while %d permits of its %d were live, the last of them %s (section %d, fence %d, %s, local deadline %s) until %s%s",
+				name, b.Holder, b.ID, b.Fence, b.permits(), stamp(b.Start), held, b.Limit, last.Holder, last.ID, last.Fence, last.Ended, stamp(last.Deadline), stamp(last.End), faultsAround(h.Faults, last.Start, b.Start))
 			r.overlap(msg, expected, starvedIn(b.Start, last.End), ids...)
 		}
 		if slices.ContainsFunc(ss, func(s Section) bool { return !s.Kind.exclusive() }) {

@@ -81,6 +81,7 @@ type Section struct {
 	Name   string
 	Kind   Kind
 	Limit  int    // a permit's semaphore's n
+	Count  int    // permits a permit section holds at once (AcquireN); 0 means 1
 	Holder string // "m2/g5": manager and goroutine
 	Token  string // empty when unknown
 	Fence  int64  // 0 when unknown
@@ -106,6 +107,9 @@ type Section struct {
 	// lease while its holder still believed in it.
 	UnnoticedLoss bool
 }
+
+// permits is how many permits s holds: Count, or 1.
+func (s Section) permits() int { return max(s.Count, 1) }
 
 // A Write is one write to the fenced resource of a name. The store takes
 // every write: whether a fenced resource should have rejected it is the

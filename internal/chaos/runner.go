@@ -719,7 +719,7 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		if stall {
 			opts = append(opts, lease.WithAutoRenew(false))
 		}
-		kind, limit := r.kinds[name], 0
+		kind, limit, count := r.kinds[name], 0, 0
 		if kind == KindRead && rng.IntN(3) == 0 {
 			kind = KindWrite
 		}
@@ -735,7 +735,12 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 			l, err = m.Acquire(actx, name, opts...)
 		case KindPermit:
 			limit = semN
-			l, err = permits.Acquire(actx, name, semN, opts...)
+			if rng.IntN(3) == 0 { // all of them at once, one time in three
+				count = semN
+				l, err = permits.AcquireN(actx, name, semN, semN, opts...)
+			} else {
+				l, err = permits.Acquire(actx, name, semN, opts...)
+			}
 		case KindRead:
 			l, err = locks.RLock(actx, name, opts...)
 		case KindWrite:
@@ -761,7 +766,7 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		start := time.Now()
 		r.acquired.Add(1)
 		end := watchEnd(l.Context())
-		s := Section{ID: r.rec.NextID(), Name: name, Kind: kind, Limit: limit, Holder: holder, Token: l.Token(), Fence: l.Fence(), Called: called, Start: start}
+		s := Section{ID: r.rec.NextID(), Name: name, Kind: kind, Limit: limit, Count: count, Holder: holder, Token: l.Token(), Fence: l.Fence(), Called: called, Start: start}
 		writes := kind.exclusive()
 		if writes {
 			r.write(s, false)
