@@ -61,9 +61,40 @@ end
 return 0`
 )
 
+// The k-permit baseline's scripts: the same, for k permits at once (k
+// members token#1 .. token#k, as Redisson's acquire(n) adds n ids).
+const (
+	// baselinePermitAcquireK: KEYS the set; ARGV token, now (ms), TTL (ms),
+	// n, k. Returns -1 when granted, else the earliest permit's expiry.
+	baselinePermitAcquireK = `
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
+local k = tonumber(ARGV[5])
+if redis.call('ZCARD', KEYS[1]) + k <= tonumber(ARGV[4]) then
+  local exp = tonumber(ARGV[2]) + tonumber(ARGV[3])
+  for i = 1, k do
+    redis.call('ZADD', KEYS[1], exp, ARGV[1] .. '#' .. i)
+  end
+  return -1
+end
+return tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])`
+
+	// baselinePermitReleaseK: KEYS the set, the channel; ARGV token, k.
+	baselinePermitReleaseK = `
+local n = 0
+for i = 1, tonumber(ARGV[2]) do
+  n = n + redis.call('ZREM', KEYS[1], ARGV[1] .. '#' .. i)
+end
+if n > 0 then
+  redis.call('PUBLISH', KEYS[2], '1')
+end
+return n`
+)
+
 var (
-	permitAcquireScript = redis.NewScript(baselinePermitAcquire)
-	permitReleaseScript = redis.NewScript(baselinePermitRelease)
+	permitAcquireScript  = redis.NewScript(baselinePermitAcquire)
+	permitReleaseScript  = redis.NewScript(baselinePermitRelease)
+	permitAcquireKScript = redis.NewScript(baselinePermitAcquireK)
+	permitReleaseKScript = redis.NewScript(baselinePermitReleaseK)
 )
 
 // permitBaseline is the Redisson-style semaphore with nothing around it:
@@ -75,7 +106,7 @@ var (
 // when a waiter first waits. There is no renewal and no fence.
 type permitBaseline struct {
 	c       *redis.Client
-	n       int
+	n, k    int // k > 1: k permits at once (the K scripts)
 	ttl     time.Duration
 	seq     atomic.Uint64
 	ps      *redis.PubSub
@@ -125,7 +156,13 @@ func (b *permitBaseline) acquire(ctx context.Context, name string) (func(context
 	}
 	token := fmt.Sprintf("%016x%016x", b.seq.Add(1), time.Now().UnixNano())
 	for {
-		next, err := permitAcquireScript.Run(ctx, b.c, []string{key}, token, time.Now().UnixMilli(), b.ttl.Milliseconds(), b.n).Int64()
+		var next int64
+		var err error
+		if b.k > 1 {
+			next, err = permitAcquireKScript.Run(ctx, b.c, []string{key}, token, time.Now().UnixMilli(), b.ttl.Milliseconds(), b.n, b.k).Int64()
+		} else {
+			next, err = permitAcquireScript.Run(ctx, b.c, []string{key}, token, time.Now().UnixMilli(), b.ttl.Milliseconds(), b.n).Int64()
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -143,6 +180,13 @@ func (b *permitBaseline) acquire(ctx context.Context, name string) (func(context
 		t.Stop()
 	}
 	return func(ctx context.Context) error {
+		if b.k > 1 {
+			n, err := permitReleaseKScript.Run(ctx, b.c, []string{key, key + ":released"}, token, b.k).Int()
+			if err == nil && n != b.k {
+				err = errors.New("baseline permits: not held")
+			}
+			return err
+		}
 		n, err := permitReleaseScript.Run(ctx, b.c, []string{key, key + ":released"}, token).Int()
 		if err == nil && n != 1 {
 			err = errors.New("baseline permits: not held")
@@ -157,15 +201,22 @@ func (b *permitBaseline) close() error {
 	return err
 }
 
-// tenurePermits takes permits of n through package semaphore.
+// tenurePermits takes permits of n through package semaphore, k at once
+// when k > 1.
 type tenurePermits struct {
-	m *lease.Manager
-	p *semaphore.Permits
-	n int
+	m    *lease.Manager
+	p    *semaphore.Permits
+	n, k int
 }
 
 func (t tenurePermits) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	l, err := t.p.Acquire(ctx, name, t.n)
+	acquire := t.p.Acquire
+	if t.k > 1 {
+		acquire = func(ctx context.Context, name string, n int, opts ...lease.AcquireOption) (*lease.Lease, error) {
+			return t.p.AcquireN(ctx, name, n, t.k, opts...)
+		}
+	}
+	l, err := acquire(ctx, name, t.n)
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +274,88 @@ func baselinePermitImpl(n int) semImpl {
 		}}
 }
 
+// tenurePermitsKImpl takes k of n permits at once (semaphore.AcquireN).
+func tenurePermitsKImpl(n, k int) semImpl {
+	return semImpl{Name: fmt.Sprintf("tenure %d permits", k), Note: fmt.Sprintf("semaphore.Permits.AcquireN(ctx, name, %d, %d) + Lease.Release: permit.lua and release.lua with k", n, k),
+		new: func(c *redis.Client, _ []string) (locker, error) {
+			m, err := newManager(c)
+			if err != nil {
+				return nil, err
+			}
+			return tenurePermits{m: m, p: semaphore.New(m), n: n, k: k}, nil
+		}}
+}
+
+// baselinePermitsKImpl is the baseline's scripts for k of n at once.
+func baselinePermitsKImpl(n, k int) semImpl {
+	return semImpl{Name: fmt.Sprintf("baseline %d permits", k), Note: fmt.Sprintf("the baseline's scripts taking k=%d of n=%d at once: k ZADDs, k ZREMs", k, n),
+		new: func(c *redis.Client, names []string) (locker, error) {
+			b, err := newPermitBaseline(c, n, semTTL, names)
+			if b != nil {
+				b.k = k
+			}
+			return b, err
+		}}
+}
+
+// setNames are the two names a several-name cycle holds for name.
+func setNames(name string) []string { return []string{name + ":a", name + ":b"} }
+
+// tenureSet holds two names at once through lease.Manager.AcquireAll.
+type tenureSet struct{ m *lease.Manager }
+
+func (t tenureSet) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
+	s, err := t.m.AcquireAll(ctx, setNames(name))
+	if err != nil {
+		return nil, err
+	}
+	return s.Release, nil
+}
+func (t tenureSet) close() error { return t.m.Close() }
+
+func tenureSetImpl() semImpl {
+	return semImpl{Name: "tenure 2 names", Note: "lease.Manager.AcquireAll of 2 names + Set.Release: two acquire.lua in name order, two release.lua in parallel",
+		new: func(c *redis.Client, _ []string) (locker, error) {
+			m, err := newManager(c)
+			if err != nil {
+				return nil, err
+			}
+			return tenureSet{m: m}, nil
+		}}
+}
+
+// baselineSet takes two names with scenario 1's raw pair, in name order.
+type baselineSet struct{ b *baselineLocker }
+
+func (t baselineSet) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
+	var releases []func(context.Context) error
+	for _, n := range setNames(name) {
+		rel, err := t.b.acquire(ctx, n)
+		if err != nil {
+			for _, r := range releases {
+				_ = r(context.Background())
+			}
+			return nil, err
+		}
+		releases = append(releases, rel)
+	}
+	return func(ctx context.Context) error {
+		var errs []error
+		for _, r := range releases {
+			errs = append(errs, r(ctx))
+		}
+		return errors.Join(errs...)
+	}, nil
+}
+func (t baselineSet) close() error { return nil }
+
+func baselineSetImpl() semImpl {
+	return semImpl{Name: "baseline 2 names", Note: "scenario 1's raw SET NX PX + compare-and-delete for each of 2 names, in name order",
+		new: func(c *redis.Client, _ []string) (locker, error) {
+			return baselineSet{b: &baselineLocker{c: c, ttl: semTTL}}, nil
+		}}
+}
+
 func tenureRWImpl(write bool) semImpl {
 	if write {
 		return semImpl{Name: "tenure Lock", Note: "rwlock.Locker.Lock + Release: a fair lease (acquire.lua with the queue), release.lua",
@@ -265,6 +398,10 @@ func semVariants() []semVariant {
 		{semImpl: tenureRWImpl(true), Base: "baseline lease"},
 		{semImpl: fromLease(tenureImpl(), "tenure lease", "lease.Manager.Acquire + Release (scenario 1's tenure)"), Base: "baseline lease"},
 		{semImpl: fromLease(baselineImpl(), "baseline lease", "SET NX PX + EVALSHA compare-and-delete (scenario 1's baseline)"), Base: "baseline lease"},
+		{semImpl: tenurePermitsKImpl(semN, 2), Base: "baseline 2 permits"},
+		{semImpl: baselinePermitsKImpl(semN, 2), Base: "baseline 2 permits"},
+		{semImpl: tenureSetImpl(), Base: "baseline 2 names"},
+		{semImpl: baselineSetImpl(), Base: "baseline 2 names"},
 	}
 }
 
