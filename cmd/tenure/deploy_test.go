@@ -314,6 +314,41 @@ func TestClusterCLI(t *testing.T) {
 	})
 }
 
+// TestClusterTLSCLI: a rediss-cluster:// URL against a Cluster whose nodes
+// are TLS-only (the bus and replication over TLS too) and ask for client
+// certificates, as an ACL user, with the TLS files from the flags.
+func TestClusterTLSCLI(t *testing.T) {
+	cl := redistest.NewClusterConfig(t, redistest.Config{TLS: &redistest.TLS{AuthClients: "yes"}}, 3, 0)
+	const user, pw = "tenure-clu-tls", "cluster-tls-pw-1234"
+	aclSetUser(t, cl.Nodes(), user, pw, "+cluster|slots", "+command")
+	n := cl.Nodes()[0]
+	hosts := strings.Join(cl.Addrs()[:2], ",")
+	tlsArgs := []string{"--tls-ca", n.TLSFile("ca.crt"), "--tls-cert", n.TLSFile("client.crt"), "--tls-key", n.TLSFile("client.key")}
+	args := append([]string{"--redis", "rediss-cluster://" + user + "@" + hosts}, tlsArgs...)
+	stderr := deployRound(t, args, []string{"TENURE_REDIS_PASSWORD=" + pw}, "clu-tls", false)
+	if strings.Contains(stderr, "NOPERM") || strings.Contains(stderr, pw) {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	for _, n := range cl.Nodes() {
+		if log := n.ACLLog(t); len(log) > 0 {
+			t.Errorf("%s: the ACL LOG has refusals:\n%s", n.Addr(), strings.Join(log, "\n"))
+		}
+	}
+
+	// Without the client certificate the nodes refuse the handshake.
+	code, _, stderr := result(t, on([]string{"TENURE_REDIS_PASSWORD=" + pw},
+		"--redis", "rediss-cluster://"+user+"@"+hosts, "--tls-ca", n.TLSFile("ca.crt"), "status", "x"))
+	if code != exitRefused || strings.Contains(stderr, pw) {
+		t.Errorf("no client certificate: status %d: %s", code, stderr)
+	}
+	// The plain form reaches no node of a TLS-only cluster, and the error
+	// does not quote the password given in the URL.
+	code, _, stderr = result(t, on(nil, "--redis", "redis-cluster://"+user+":"+pw+"@"+hosts, "status", "x"))
+	if code != exitRedis || !strings.Contains(stderr, "Redis Cluster") || strings.Contains(stderr, pw) {
+		t.Errorf("redis-cluster:// against TLS-only nodes: status %d, want %d: %s", code, exitRedis, stderr)
+	}
+}
+
 // redisSlotOwner is the address of the primary that owns key's slot.
 func redisSlotOwner(t *testing.T, c *redis.ClusterClient, key string) string {
 	t.Helper()
