@@ -255,6 +255,35 @@ func TestSentinelCLI(t *testing.T) {
 	})
 }
 
+// TestSentinelTLSCLI: a rediss-sentinel:// URL against a Sentinel group
+// whose sentinels and data servers are TLS-only and ask for client
+// certificates (replication and the sentinels' links over TLS too), as an
+// ACL user, with the TLS files from the environment.
+func TestSentinelTLSCLI(t *testing.T) {
+	g := redistest.NewSentinelConfig(t, redistest.Config{TLS: &redistest.TLS{AuthClients: "yes"}}, 1, 3)
+	const user, pw = "tenure-sen-tls", "sentinel-tls-pw-1234"
+	aclSetUser(t, g.Servers(), user, pw)
+	s := g.Servers()[0]
+	hosts := strings.Join(g.SentinelAddrs(), ",") + "/" + g.MasterName()
+	env := []string{"REDIS_URL=rediss-sentinel://" + user + "@" + hosts, "TENURE_REDIS_PASSWORD=" + pw,
+		"TENURE_TLS_CA=" + s.TLSFile("ca.crt"), "TENURE_TLS_CERT=" + s.TLSFile("client.crt"), "TENURE_TLS_KEY=" + s.TLSFile("client.key")}
+	stderr := deployRound(t, nil, env, "sen-tls", false)
+	if strings.Contains(stderr, "NOPERM") || strings.Contains(stderr, pw) {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	for _, s := range g.Servers() {
+		if log := s.ACLLog(t); len(log) > 0 {
+			t.Errorf("%s: the ACL LOG has refusals:\n%s", s.Addr(), strings.Join(log, "\n"))
+		}
+	}
+	// The plain form reaches no sentinel, and the error does not quote
+	// the password given in the URL.
+	code, _, stderr := result(t, on(nil, "--redis", "redis-sentinel://"+user+":"+pw+"@"+hosts, "status", "x"))
+	if code != exitRedis || !strings.Contains(stderr, "Sentinel master") || strings.Contains(stderr, pw) {
+		t.Errorf("redis-sentinel:// against TLS-only sentinels: status %d, want %d: %s", code, exitRedis, stderr)
+	}
+}
+
 func TestClusterCLI(t *testing.T) {
 	cl := redistest.NewCluster(t, 3, 0)
 	url := "redis-cluster://" + strings.Join(cl.Addrs()[:2], ",")
@@ -411,7 +440,7 @@ func TestQuorumCLI(t *testing.T) {
 
 // TestQuorumTLSACL: quorum mode over three TLS servers with client
 // certificates, as an ACL user whose password comes from the environment
-// (redistest's Sentinel and Cluster cannot do TLS).
+// (TestSentinelTLSCLI and TestClusterTLSCLI do the same for the other forms).
 func TestQuorumTLSACL(t *testing.T) {
 	certs := redistest.MustCerts(t)
 	const user, pw = "tenure-quo", "quorum-pw-1234"
