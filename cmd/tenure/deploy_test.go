@@ -276,9 +276,14 @@ func TestSentinelTLSCLI(t *testing.T) {
 			t.Errorf("%s: the ACL LOG has refusals:\n%s", s.Addr(), strings.Join(log, "\n"))
 		}
 	}
+	// Without the client certificate the sentinels refuse the handshake.
+	code, _, stderr := result(t, on(env[:3], "status", "x"))
+	if code != exitRefused || strings.Contains(stderr, pw) {
+		t.Errorf("no client certificate: status %d: %s", code, stderr)
+	}
 	// The plain form reaches no sentinel, and the error does not quote
 	// the password given in the URL.
-	code, _, stderr := result(t, on(nil, "--redis", "redis-sentinel://"+user+":"+pw+"@"+hosts, "status", "x"))
+	code, _, stderr = result(t, on(nil, "--redis", "redis-sentinel://"+user+":"+pw+"@"+hosts, "status", "x"))
 	if code != exitRedis || !strings.Contains(stderr, "Sentinel master") || strings.Contains(stderr, pw) {
 		t.Errorf("redis-sentinel:// against TLS-only sentinels: status %d, want %d: %s", code, exitRedis, stderr)
 	}
