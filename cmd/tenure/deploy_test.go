@@ -255,6 +255,40 @@ func TestSentinelCLI(t *testing.T) {
 	})
 }
 
+// TestSentinelTLSCLI: a rediss-sentinel:// URL against a Sentinel group
+// whose sentinels and data servers are TLS-only and ask for client
+// certificates (replication and the sentinels' links over TLS too), as an
+// ACL user, with the TLS files from the environment.
+func TestSentinelTLSCLI(t *testing.T) {
+	g := redistest.NewSentinelConfig(t, redistest.Config{TLS: &redistest.TLS{AuthClients: "yes"}}, 1, 3)
+	const user, pw = "tenure-sen-tls", "sentinel-tls-pw-1234"
+	aclSetUser(t, g.Servers(), user, pw)
+	s := g.Servers()[0]
+	hosts := strings.Join(g.SentinelAddrs(), ",") + "/" + g.MasterName()
+	env := []string{"REDIS_URL=rediss-sentinel://" + user + "@" + hosts, "TENURE_REDIS_PASSWORD=" + pw,
+		"TENURE_TLS_CA=" + s.TLSFile("ca.crt"), "TENURE_TLS_CERT=" + s.TLSFile("client.crt"), "TENURE_TLS_KEY=" + s.TLSFile("client.key")}
+	stderr := deployRound(t, nil, env, "sen-tls", false)
+	if strings.Contains(stderr, "NOPERM") || strings.Contains(stderr, pw) {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	for _, s := range g.Servers() {
+		if log := s.ACLLog(t); len(log) > 0 {
+			t.Errorf("%s: the ACL LOG has refusals:\n%s", s.Addr(), strings.Join(log, "\n"))
+		}
+	}
+	// Without the client certificate the sentinels refuse the handshake.
+	code, _, stderr := result(t, on(env[:3], "status", "x"))
+	if code != exitRefused || strings.Contains(stderr, pw) {
+		t.Errorf("no client certificate: status %d: %s", code, stderr)
+	}
+	// The plain form reaches no sentinel, and the error does not quote
+	// the password given in the URL.
+	code, _, stderr = result(t, on(nil, "--redis", "redis-sentinel://"+user+":"+pw+"@"+hosts, "status", "x"))
+	if code != exitRedis || !strings.Contains(stderr, "Sentinel master") || strings.Contains(stderr, pw) {
+		t.Errorf("redis-sentinel:// against TLS-only sentinels: status %d, want %d: %s", code, exitRedis, stderr)
+	}
+}
+
 func TestClusterCLI(t *testing.T) {
 	cl := redistest.NewCluster(t, 3, 0)
 	url := "redis-cluster://" + strings.Join(cl.Addrs()[:2], ",")
@@ -312,6 +346,41 @@ func TestClusterCLI(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestClusterTLSCLI: a rediss-cluster:// URL against a Cluster whose nodes
+// are TLS-only (the bus and replication over TLS too) and ask for client
+// certificates, as an ACL user, with the TLS files from the flags.
+func TestClusterTLSCLI(t *testing.T) {
+	cl := redistest.NewClusterConfig(t, redistest.Config{TLS: &redistest.TLS{AuthClients: "yes"}}, 3, 0)
+	const user, pw = "tenure-clu-tls", "cluster-tls-pw-1234"
+	aclSetUser(t, cl.Nodes(), user, pw, "+cluster|slots", "+command")
+	n := cl.Nodes()[0]
+	hosts := strings.Join(cl.Addrs()[:2], ",")
+	tlsArgs := []string{"--tls-ca", n.TLSFile("ca.crt"), "--tls-cert", n.TLSFile("client.crt"), "--tls-key", n.TLSFile("client.key")}
+	args := append([]string{"--redis", "rediss-cluster://" + user + "@" + hosts}, tlsArgs...)
+	stderr := deployRound(t, args, []string{"TENURE_REDIS_PASSWORD=" + pw}, "clu-tls", false)
+	if strings.Contains(stderr, "NOPERM") || strings.Contains(stderr, pw) {
+		t.Errorf("stderr:\n%s", stderr)
+	}
+	for _, n := range cl.Nodes() {
+		if log := n.ACLLog(t); len(log) > 0 {
+			t.Errorf("%s: the ACL LOG has refusals:\n%s", n.Addr(), strings.Join(log, "\n"))
+		}
+	}
+
+	// Without the client certificate the nodes refuse the handshake.
+	code, _, stderr := result(t, on([]string{"TENURE_REDIS_PASSWORD=" + pw},
+		"--redis", "rediss-cluster://"+user+"@"+hosts, "--tls-ca", n.TLSFile("ca.crt"), "status", "x"))
+	if code != exitRefused || strings.Contains(stderr, pw) {
+		t.Errorf("no client certificate: status %d: %s", code, stderr)
+	}
+	// The plain form reaches no node of a TLS-only cluster, and the error
+	// does not quote the password given in the URL.
+	code, _, stderr = result(t, on(nil, "--redis", "redis-cluster://"+user+":"+pw+"@"+hosts, "status", "x"))
+	if code != exitRedis || !strings.Contains(stderr, "Redis Cluster") || strings.Contains(stderr, pw) {
+		t.Errorf("redis-cluster:// against TLS-only nodes: status %d, want %d: %s", code, exitRedis, stderr)
+	}
 }
 
 // redisSlotOwner is the address of the primary that owns key's slot.
@@ -376,7 +445,7 @@ func TestQuorumCLI(t *testing.T) {
 
 // TestQuorumTLSACL: quorum mode over three TLS servers with client
 // certificates, as an ACL user whose password comes from the environment
-// (redistest's Sentinel and Cluster cannot do TLS).
+// (TestSentinelTLSCLI and TestClusterTLSCLI do the same for the other forms).
 func TestQuorumTLSACL(t *testing.T) {
 	certs := redistest.MustCerts(t)
 	const user, pw = "tenure-quo", "quorum-pw-1234"

@@ -31,6 +31,7 @@ type Cluster struct {
 	nodes     []*Server
 	primaries int
 	replicas  int
+	certs     *Certs // nil unless the nodes are TLS-only
 }
 
 // StartCluster starts primaries*(1+replicasPerPrimary) cluster-enabled nodes
@@ -40,17 +41,33 @@ type Cluster struct {
 // once every node reports cluster_state:ok, every node sees every replica, and
 // every replica's link to its primary is up. The caller must call Stop.
 func StartCluster(primaries, replicasPerPrimary int) (*Cluster, error) {
+	return StartClusterConfig(Config{}, primaries, replicasPerPrimary)
+}
+
+// StartClusterConfig is StartCluster with cfg for every node. With cfg.TLS
+// the nodes are TLS-only, and the cluster bus and replication run over TLS
+// too (tls-cluster, tls-replication); all nodes share one Certs (fresh ones
+// when cfg.TLS.Certs is nil), and ClusterOptions carries the TLS
+// configuration.
+func StartClusterConfig(cfg Config, primaries, replicasPerPrimary int) (*Cluster, error) {
 	if primaries < 1 || replicasPerPrimary < 0 {
 		return nil, fmt.Errorf("redistest: StartCluster(%d, %d): need at least one primary and no negative replica count", primaries, replicasPerPrimary)
 	}
+	cfg, err := shareCerts(cfg)
+	if err != nil {
+		return nil, err
+	}
 	n := primaries * (1 + replicasPerPrimary)
 	nodes, err := startMany(n, func(int) (*Server, error) {
-		return startServer(Config{}, kindCluster, "")
+		return startServer(cfg, kindCluster, "")
 	})
 	if err != nil {
 		return nil, err
 	}
 	c := &Cluster{nodes: nodes, primaries: primaries, replicas: replicasPerPrimary}
+	if cfg.TLS != nil {
+		c.certs = cfg.TLS.Certs
+	}
 	if err := c.form(); err != nil {
 		err = fmt.Errorf("redistest: forming cluster: %w%s", err, logTails(nodes))
 		_ = c.Stop()
@@ -63,10 +80,17 @@ func StartCluster(primaries, replicasPerPrimary int) (*Cluster, error) {
 // error and stops the cluster in tb.Cleanup.
 func NewCluster(tb testing.TB, primaries, replicasPerPrimary int) *Cluster {
 	tb.Helper()
+	return NewClusterConfig(tb, Config{}, primaries, replicasPerPrimary)
+}
+
+// NewClusterConfig is StartClusterConfig for tests, as NewCluster is
+// StartCluster's.
+func NewClusterConfig(tb testing.TB, cfg Config, primaries, replicasPerPrimary int) *Cluster {
+	tb.Helper()
 	if _, err := Binary(); err != nil {
 		tb.Fatal(err)
 	}
-	c, err := StartCluster(primaries, replicasPerPrimary)
+	c, err := StartClusterConfig(cfg, primaries, replicasPerPrimary)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -97,14 +121,23 @@ func (c *Cluster) Addrs() []string {
 // as a replica of primary k%primaries. Roles change if a failover happens.
 func (c *Cluster) Nodes() []*Server { return append([]*Server(nil), c.nodes...) }
 
+// Certs returns the certificates of a TLS cluster's nodes, nil for a plain
+// one.
+func (c *Cluster) Certs() *Certs { return c.certs }
+
 // ClusterOptions returns go-redis cluster options seeded with every node,
-// with ContextTimeoutEnabled and a short DialTimeout.
+// with ContextTimeoutEnabled and a short DialTimeout; on a TLS cluster, TLS
+// that trusts its authority and presents the client certificate.
 func (c *Cluster) ClusterOptions() *redis.ClusterOptions {
-	return &redis.ClusterOptions{
+	o := &redis.ClusterOptions{
 		Addrs:                 c.Addrs(),
 		ContextTimeoutEnabled: true,
 		DialTimeout:           2 * time.Second,
 	}
+	if c.certs != nil {
+		o.TLSConfig = c.certs.ClientConfig(true)
+	}
+	return o
 }
 
 // NewClient returns a go-redis ClusterClient; the caller closes it.
@@ -263,6 +296,22 @@ func replicaLinkUp(ctx context.Context, cl *redis.Client) error {
 		return errors.New("replication link not up yet")
 	}
 	return nil
+}
+
+// shareCerts gives a group's TLS config one set of certificates for every
+// member, made here if cfg names none, so that they all trust each other.
+func shareCerts(cfg Config) (Config, error) {
+	if cfg.TLS == nil || cfg.TLS.Certs != nil {
+		return cfg, nil
+	}
+	certs, err := NewCerts()
+	if err != nil {
+		return cfg, err
+	}
+	t := *cfg.TLS
+	t.Certs = certs
+	cfg.TLS = &t
+	return cfg, nil
 }
 
 // poll calls f every 50ms until it succeeds or ctx ends; the error then

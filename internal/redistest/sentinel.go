@@ -36,6 +36,7 @@ const (
 type Sentinel struct {
 	servers   []*Server // data servers; servers[0] started as the primary
 	sentinels []*Server
+	certs     *Certs // nil unless every process is TLS-only
 
 	mu      sync.Mutex
 	primary *Server // last primary a sentinel reported
@@ -48,14 +49,31 @@ type Sentinel struct {
 // every sentinel reports the primary, all replicas as healthy, and all other
 // sentinels. The caller must call Stop.
 func StartSentinel(replicas, sentinels int) (*Sentinel, error) {
+	return StartSentinelConfig(Config{}, replicas, sentinels)
+}
+
+// StartSentinelConfig is StartSentinel with cfg for every data server. With
+// cfg.TLS the data servers and the sentinels are all TLS-only, sharing one
+// Certs (fresh ones when cfg.TLS.Certs is nil); replication and the
+// sentinels' links run over TLS (tls-replication), and FailoverOptions
+// carries the TLS configuration, which go-redis uses for the sentinels and
+// the data servers alike. The sentinels get cfg.TLS only, not AOF or Args.
+func StartSentinelConfig(cfg Config, replicas, sentinels int) (*Sentinel, error) {
 	if replicas < 0 || sentinels < 1 {
 		return nil, fmt.Errorf("redistest: StartSentinel(%d, %d): need at least one sentinel and no negative replica count", replicas, sentinels)
 	}
-	servers, err := startMany(1+replicas, func(int) (*Server, error) { return StartServer(Config{}) })
+	cfg, err := shareCerts(cfg)
+	if err != nil {
+		return nil, err
+	}
+	servers, err := startMany(1+replicas, func(int) (*Server, error) { return StartServer(cfg) })
 	if err != nil {
 		return nil, err
 	}
 	s := &Sentinel{servers: servers, primary: servers[0]}
+	if cfg.TLS != nil {
+		s.certs = cfg.TLS.Certs
+	}
 	if err := s.attachReplicas(); err != nil {
 		err = fmt.Errorf("redistest: attaching replicas: %w%s", err, logTails(servers))
 		_ = s.Stop()
@@ -70,7 +88,7 @@ func StartSentinel(replicas, sentinels int) (*Sentinel, error) {
 		fmt.Sprintf("sentinel failover-timeout %s %d\n", SentinelMasterName, SentinelFailoverTimeout.Milliseconds()) +
 		fmt.Sprintf("sentinel parallel-syncs %s 1\n", SentinelMasterName)
 	s.sentinels, err = startMany(sentinels, func(int) (*Server, error) {
-		return startServer(Config{}, kindSentinel, conf)
+		return startServer(Config{TLS: cfg.TLS}, kindSentinel, conf)
 	})
 	if err != nil {
 		_ = s.Stop()
@@ -88,10 +106,17 @@ func StartSentinel(replicas, sentinels int) (*Sentinel, error) {
 // error and stops everything in tb.Cleanup.
 func NewSentinel(tb testing.TB, replicas, sentinels int) *Sentinel {
 	tb.Helper()
+	return NewSentinelConfig(tb, Config{}, replicas, sentinels)
+}
+
+// NewSentinelConfig is StartSentinelConfig for tests, as NewSentinel is
+// StartSentinel's.
+func NewSentinelConfig(tb testing.TB, cfg Config, replicas, sentinels int) *Sentinel {
+	tb.Helper()
 	if _, err := Binary(); err != nil {
 		tb.Fatal(err)
 	}
-	s, err := StartSentinel(replicas, sentinels)
+	s, err := StartSentinelConfig(cfg, replicas, sentinels)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -167,15 +192,23 @@ func (s *Sentinel) Replicas() []*Server {
 	return out
 }
 
+// Certs returns the certificates of a TLS group, nil for a plain one.
+func (s *Sentinel) Certs() *Certs { return s.certs }
+
 // FailoverOptions returns go-redis failover options for this group, with
-// ContextTimeoutEnabled and a short DialTimeout.
+// ContextTimeoutEnabled and a short DialTimeout; in a TLS group, TLS that
+// trusts its authority and presents the client certificate.
 func (s *Sentinel) FailoverOptions() *redis.FailoverOptions {
-	return &redis.FailoverOptions{
+	o := &redis.FailoverOptions{
 		MasterName:            SentinelMasterName,
 		SentinelAddrs:         s.SentinelAddrs(),
 		ContextTimeoutEnabled: true,
 		DialTimeout:           2 * time.Second,
 	}
+	if s.certs != nil {
+		o.TLSConfig = s.certs.ClientConfig(true)
+	}
+	return o
 }
 
 // NewFailoverClient returns a redis.NewFailoverClient for this group; the

@@ -8,7 +8,6 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
-	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -152,7 +151,9 @@ func (c *Certs) WriteFiles(dir string) (map[string]string, error) {
 
 // TLS makes a server TLS-only: it listens with --tls-port on its port, and
 // --port 0 turns its plain TCP port off, as a managed Redis that requires
-// TLS does. The harness's readiness probe speaks TLS too (with the client
+// TLS does. Its replication runs over TLS (tls-replication yes), and so do
+// a Cluster node's bus (tls-cluster yes) and a sentinel's links; the nodes
+// of a Cluster or Sentinel group share one Certs. The harness's readiness probe speaks TLS too (with the client
 // certificate), so Pause, Kill and Restart work as on a plain server.
 type TLS struct {
 	// Certs are the certificates the server presents and trusts; nil
@@ -164,10 +165,6 @@ type TLS struct {
 	AuthClients string
 }
 
-// ErrTLSKind is returned when TLS is asked of a Cluster or Sentinel
-// server, which the harness starts in plain TCP only.
-var ErrTLSKind = errors.New("redistest: TLS is supported on plain servers only")
-
 // prepareTLS checks the TLS settings, makes certificates if none were
 // given and writes them into the server's directory, before the first
 // start.
@@ -175,9 +172,6 @@ func (s *Server) prepareTLS() error {
 	t := s.cfg.TLS
 	if t == nil {
 		return nil
-	}
-	if s.kind != kindPlain {
-		return ErrTLSKind
 	}
 	switch t.AuthClients {
 	case "", "yes", "no", "optional":
@@ -201,15 +195,27 @@ func (s *Server) prepareTLS() error {
 	return nil
 }
 
-// tlsConf is the TLS part of the config file.
+// tlsConf is the TLS part of the config file. A TLS-only server has no
+// plain port, so everything it dials runs over TLS too: replication (and a
+// sentinel's links to the servers and to other sentinels, which Sentinel
+// ties to tls-replication), and on a Cluster node the cluster bus. On those
+// links it presents the client certificate: the server certificate is for
+// server authentication only, which a peer with tls-auth-clients yes would
+// refuse as a client's.
 func (s *Server) tlsConf() string {
 	t := s.cfg.TLS
 	auth := t.AuthClients
 	if auth == "" {
 		auth = "yes"
 	}
-	return fmt.Sprintf("port 0\ntls-port %d\ntls-cert-file %q\ntls-key-file %q\ntls-ca-cert-file %q\ntls-auth-clients %s\n",
-		s.port, s.tlsFiles["server.crt"], s.tlsFiles["server.key"], s.tlsFiles["ca.crt"], auth)
+	conf := fmt.Sprintf("port 0\ntls-port %d\ntls-cert-file %q\ntls-key-file %q\ntls-ca-cert-file %q\ntls-auth-clients %s\n",
+		s.port, s.tlsFiles["server.crt"], s.tlsFiles["server.key"], s.tlsFiles["ca.crt"], auth) +
+		fmt.Sprintf("tls-client-cert-file %q\ntls-client-key-file %q\ntls-replication yes\n",
+			s.tlsFiles["client.crt"], s.tlsFiles["client.key"])
+	if s.kind == kindCluster {
+		conf += "tls-cluster yes\n"
+	}
+	return conf
 }
 
 // Certs returns the certificates of a TLS server, nil for a plain one.

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -108,4 +110,100 @@ func TestTLSConfigErrors(t *testing.T) {
 	if _, err := redistest.StartServer(redistest.Config{TLS: &redistest.TLS{AuthClients: "maybe"}}); err == nil {
 		t.Fatal("AuthClients maybe accepted")
 	}
+}
+
+// A TLS Cluster forms over TLS only (the nodes have no plain port, so the
+// MEET, the gossip on the bus and the replicas' links all ran over TLS),
+// and its ClusterOptions reach every primary.
+func TestTLSCluster(t *testing.T) {
+	t.Parallel()
+	c := redistest.NewClusterConfig(t, redistest.Config{TLS: &redistest.TLS{}}, 2, 1)
+	ctx := ctxTimeout(t, 30*time.Second)
+	certs := c.Certs()
+	if certs == nil || c.ClusterOptions().TLSConfig == nil {
+		t.Fatal("a TLS cluster without certificates or TLS options")
+	}
+	for _, n := range c.Nodes() {
+		if n.Certs() != certs || !strings.HasPrefix(n.URL(), "rediss://") {
+			t.Fatalf("%s: not a TLS node of the cluster's authority", n.Addr())
+		}
+	}
+	cc := c.Client(t)
+	for i := range 50 {
+		if err := cc.Set(ctx, fmt.Sprintf("key-%d", i), i, 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var primaries atomic.Int32
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		primaries.Add(1)
+		n, err := m.DBSize(ctx).Result()
+		if err == nil && n == 0 {
+			err = fmt.Errorf("%s has no keys", m.Options().Addr)
+		}
+		return err
+	})
+	if err != nil || primaries.Load() != 2 {
+		t.Fatalf("%d primaries: %v", primaries.Load(), err)
+	}
+	// The slot map names the TLS ports, the only ones there are.
+	slots, err := cc.ClusterSlots(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs := strings.Join(c.Addrs(), " ")
+	for _, sl := range slots {
+		for _, n := range sl.Nodes {
+			if !strings.Contains(addrs, n.Addr) {
+				t.Errorf("CLUSTER SLOTS names %s, not a node's TLS address (%s)", n.Addr, addrs)
+			}
+		}
+	}
+	// A plain cluster client gets no answer.
+	o := c.ClusterOptions()
+	o.TLSConfig = nil
+	o.MaxRetries = -1
+	o.ReadTimeout = time.Second
+	plain := redis.NewClusterClient(o)
+	defer plain.Close()
+	if err := plain.Ping(ctx).Err(); err == nil {
+		t.Fatal("a plain cluster client was answered")
+	}
+}
+
+// A TLS Sentinel group: sentinels and data servers TLS-only; the failover
+// client follows a failover.
+func TestTLSSentinel(t *testing.T) {
+	t.Parallel()
+	g := redistest.NewSentinelConfig(t, redistest.Config{TLS: &redistest.TLS{}}, 1, 3)
+	ctx := ctxTimeout(t, 60*time.Second)
+	if g.Certs() == nil || g.FailoverOptions().TLSConfig == nil {
+		t.Fatal("a TLS group without certificates or TLS options")
+	}
+	for _, s := range append(g.Servers(), g.Sentinels()...) {
+		if s.Certs() != g.Certs() || !strings.HasPrefix(s.URL(), "rediss://") {
+			t.Fatalf("%s: not a TLS process of the group's authority", s.Addr())
+		}
+	}
+	fc := g.FailoverClient(t)
+	if err := fc.Set(ctx, "k", "before", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	old := g.Primary()
+	if n, err := old.Client(t).Wait(ctx, 1, 5000).Result(); err != nil || n != 1 {
+		t.Fatalf("WAIT = %d, %v", n, err)
+	}
+	if err := g.Failover(); err != nil {
+		t.Fatal(err)
+	}
+	np := g.Primary()
+	if np == old {
+		t.Fatal("the same primary after a failover")
+	}
+	if v, err := np.Client(t).Get(ctx, "k").Result(); err != nil || v != "before" {
+		t.Fatalf("GET k on the new primary = %q, %v", v, err)
+	}
+	eventually(t, 20*time.Second, func() error {
+		return fc.Set(ctxTimeout(t, time.Second), "k", "after", 0).Err()
+	})
 }
