@@ -288,8 +288,8 @@ func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error
 
 // quorumLacks says why quorum mode lacks a feature.
 var quorumLacks = map[string]string{
-	"elect": "the election writes its leader record in a transaction guarded by the lease (Lease.Exec), " +
-		"which cannot span independent servers",
+	"elect --observe": "the election's leader record is written in a transaction guarded by the lease (Lease.Exec), " +
+		"which cannot span independent servers; a quorum elect leads by the lease alone, whose holder status shows",
 	"run -n (permits)": "the library keeps no semaphore over independent servers",
 }
 

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -89,13 +90,13 @@ func TestConnUsageErrors(t *testing.T) {
 		{"the same server twice", nil, []string{"--redis", "127.0.0.1:1", "--redis", "redis://127.0.0.1:1"}, "is given twice"},
 		{"TLS files without TLS", []string{"TENURE_TLS_CA=/nonexistent"}, []string{"--redis", "redis-cluster://127.0.0.1:1"},
 			"need a rediss URL"},
-		{"a quorum election", nil, []string{"--redis", "127.0.0.1:1", "--redis", "127.0.0.1:2", "--redis", "127.0.0.1:3"},
-			"elect is not supported in quorum mode"},
+		{"a quorum observer", nil, []string{"--redis", "127.0.0.1:1", "--redis", "127.0.0.1:2", "--redis", "127.0.0.1:3"},
+			"elect --observe is not supported in quorum mode"},
 	} {
 		t.Run(tc.what, func(t *testing.T) {
 			args := append(tc.args, "status", "x")
 			if strings.Contains(tc.msg, "elect") {
-				args = append(tc.args, "elect", "x", "--", "true")
+				args = append(tc.args, "elect", "--observe", "x")
 			}
 			code, _, stderr := result(t, on(tc.env, args...))
 			if code != exitUsage || !strings.Contains(stderr, tc.msg) {
@@ -140,11 +141,9 @@ func deployRound(t *testing.T, redisArgs, env []string, tag string, quorum bool)
 		return out
 	}
 	check(0, "run", "--ttl", "5s", tag+"-run", "--", "true")
+	check(0, "elect", "--ttl", "5s", "--identity", "e-"+tag, tag+"-elect", "--", "true")
 	if quorum {
-		check(exitUsage, "elect", "--ttl", "5s", tag+"-elect", "--", "true")
 		check(exitUsage, "run", "-n", "2", tag+"-sem", "--", "true")
-	} else {
-		check(0, "elect", "--ttl", "5s", "--identity", "e-"+tag, tag+"-elect", "--", "true")
 	}
 
 	held := filepath.Join(t.TempDir(), "held")
@@ -467,6 +466,87 @@ func TestQuorumTLSACL(t *testing.T) {
 	for _, s := range servers {
 		if log := s.ACLLog(t); len(log) > 0 {
 			t.Errorf("%s: the ACL LOG has refusals:\n%s", s.Addr(), strings.Join(log, "\n"))
+		}
+	}
+}
+
+// TestQuorumElect: in quorum mode elect leads by the lease alone: one
+// leader at a time (the second candidate's command starts only after the
+// first's ended), the leader's identity as the holder status shows, its
+// term in TENURE_FENCE, and a lost lease stops the command with the lost
+// status.
+func TestQuorumElect(t *testing.T) {
+	var servers []*redistest.Server
+	var args []string
+	for range 3 {
+		s := redistest.Start(t)
+		servers = append(servers, s)
+		args = append(args, "--redis", s.URL())
+	}
+	with := func(more ...string) []string { return append(append([]string(nil), args...), more...) }
+	dir := t.TempDir()
+	log := filepath.Join(dir, "log")
+	step := func(id string) string {
+		return fmt.Sprintf(`echo start %s $TENURE_FENCE >> %s; sleep 1; echo end %s >> %s`, id, log, id, log)
+	}
+	a := on(nil, with("elect", "--ttl", "2s", "--identity", "cand-a", "quo-lead", "--", "sh", "-c", step("a"))...)
+	b := on(nil, with("elect", "--ttl", "2s", "--identity", "cand-b", "quo-lead", "--", "sh", "-c", step("b"))...)
+	if err := a.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitFile(t, log, 1, 30*time.Second)
+	code, out, stderr := result(t, on(nil, with("status", "quo-lead")...))
+	if code != 0 || !strings.Contains(out, "cand-a") {
+		t.Errorf("status while cand-a leads: %d %s %s", code, out, stderr)
+	}
+	if err := b.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(t, a, 30*time.Second); code != 0 {
+		t.Fatalf("cand-a: exit %d", code)
+	}
+	if code := exitOf(t, b, 30*time.Second); code != 0 {
+		t.Fatalf("cand-b: exit %d", code)
+	}
+	lines := waitFile(t, log, 4, 10*time.Second)
+	if !strings.HasPrefix(lines[0], "start a ") || lines[1] != "end a" || !strings.HasPrefix(lines[2], "start b ") || lines[3] != "end b" {
+		t.Fatalf("terms overlap or are out of order: %q", lines)
+	}
+	fa, _ := strconv.ParseInt(strings.Fields(lines[0])[2], 10, 64)
+	fb, _ := strconv.ParseInt(strings.Fields(lines[2])[2], 10, 64)
+	if fa <= 0 || fb <= fa {
+		t.Errorf("terms %d then %d: want increasing fences", fa, fb)
+	}
+
+	// The lease deleted on a majority of nodes: the command is stopped.
+	c := on(nil, with("elect", "--ttl", "1s", "--identity", "cand-c", "quo-lost", "--", "sleep", "60")...)
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); servers[0].Client(t).Exists(context.Background(), "tenure:{quo-lost}").Val() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("cand-c never took quo-lost")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, s := range servers[:2] {
+		s.Client(t).Del(context.Background(), "tenure:{quo-lost}")
+	}
+	if code := exitOf(t, c, 30*time.Second); code != exitLost {
+		t.Fatalf("cand-c after its lease was deleted on a majority: exit %d, want %d", code, exitLost)
+	}
+}
+
+// A watch or an observer that cannot connect fails with the connection's
+// status; it exited 0 when the failed connect's context was read after
+// being stopped.
+func TestWatchConnectFailure(t *testing.T) {
+	for _, args := range [][]string{
+		{"--redis", "127.0.0.1:1", "status", "--watch", "x"},
+		{"--redis", "127.0.0.1:1", "elect", "--observe", "x"},
+	} {
+		if code, _, stderr := result(t, on(nil, args...)); code != exitRedis {
+			t.Errorf("%v: exit %d, want %d: %s", args, code, exitRedis, stderr)
 		}
 	}
 }

@@ -860,13 +860,16 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 	sigs := newSigRouter(cancel, stderr)
 	defer sigs.stop()
 
-	client, err := g.connectFor(ctx, "elect")
+	client, err := g.connect(ctx)
 	if err != nil {
 		return err
 	}
 	defer client.Close()
 	w := newLeaseWatch(g.log, time.Duration(f.ttl))
 	w.probe = client.ping
+	if client.quorum() {
+		return runQuorumElected(ctx, g, client, name, identity, argv, f, releaseTimeout, w, sigs, stderr)
+	}
 	m, err := client.newManager(lease.WithKeyPrefix(g.prefix), lease.WithLogger(slog.New(slog.DiscardHandler)),
 		lease.WithHooks(w.hooks()))
 	if err != nil {
@@ -923,20 +926,76 @@ func leadTerm(lctx context.Context, name, identity string, argv []string, f chil
 	if !ok {
 		return fail(exitError, "leading %q: the leading context carries no lease", name)
 	}
-	env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(rec.Fence, 10),
+	code, err := superviseTerm(lctx, l, rec.Fence, name, identity, argv, f, w, sigs, stderr)
+	if err != nil {
+		return err
+	}
+	return confirmHeld(l, w, name, rec.Fence, code, releaseTimeout, f.lostExit, stderr)
+}
+
+// superviseTerm runs argv while lctx, the context of term's lease l, lasts:
+// the command's exit status, or tenure's exit when it could not run or the
+// leadership was lost while it ran.
+func superviseTerm(lctx context.Context, l *lease.Lease, term int64, name, identity string, argv []string, f childFlags,
+	w *leaseWatch, sigs *sigRouter, stderr io.Writer) (int, error) {
+	env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(term, 10),
 		"TENURE_IDENTITY="+identity)
 	describe := func(cause error) string {
-		return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, rec.Fence, w.why(l, cause))
+		return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, term, w.why(l, cause))
 	}
 	code, lost, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe, w.lastRenewError}, f.timing(), stderr)
 	switch {
 	case err != nil:
-		return err
+		return 0, err
 	case lost != nil:
-		return fail(f.lostExit, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
-			name, rec.Fence, w.why(l, lost))
+		return 0, fail(f.lostExit, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
+			name, term, w.why(l, lost))
 	}
-	return confirmHeld(l, w, name, rec.Fence, code, releaseTimeout, f.lostExit, stderr)
+	return code, nil
+}
+
+// runQuorumElected is elect in quorum mode. Package election keeps a leader
+// record written in a transaction guarded by the lease (Lease.Exec), which
+// cannot span independent servers; so here the leadership is the quorum
+// lease on NAME itself, taken by waiting for it, with the candidate's
+// identity as its holder (status and list show it as the holder). One
+// leader at a time, a loss that stops the command, the term's fence in
+// TENURE_FENCE and the exit statuses are those of a Sentinel or single
+// server; what it lacks is the record: elect --observe and the "led by"
+// line.
+func runQuorumElected(ctx context.Context, g *globals, client *conns, name, identity string, argv []string, f childFlags,
+	releaseTimeout time.Duration, w *leaseWatch, sigs *sigRouter, stderr io.Writer) error {
+	m, err := client.newManager(lease.WithKeyPrefix(g.prefix), lease.WithTTL(time.Duration(f.ttl)), lease.WithHolder(identity),
+		lease.WithLogger(slog.New(slog.DiscardHandler)), lease.WithHooks(w.hooks()))
+	if err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	defer m.Close()
+	l, err := g.retrying(ctx, func(ctx context.Context, wait bool) (*lease.Lease, error) {
+		if wait {
+			return m.Acquire(ctx, name)
+		}
+		return m.TryAcquire(ctx, name)
+	})
+	if err != nil {
+		if s, ok := sigs.interrupted(); ok {
+			return fail(signalStatus(s), "interrupted by %s while campaigning for %q", signalName(s), name)
+		}
+		return g.redisFailure(fmt.Sprintf("campaigning for %q", name), err)
+	}
+	code, err := superviseTerm(l.Context(), l, l.Fence(), name, identity, argv, f, w, sigs, stderr)
+	rerr := release(l, releaseTimeout)
+	if !w.releaseAnswered() {
+		reportUnanswered(stderr, name, releaseTimeout, time.Duration(f.ttl))
+	}
+	if err != nil {
+		return err
+	}
+	if errors.Is(rerr, lease.ErrLost) {
+		return fail(f.lostExit, "leadership of %q (term %d) was found lost after the command exited with status %d: "+
+			"it was deleted, taken over or expired, so another candidate may have led while the command ran", name, l.Fence(), code)
+	}
+	return status(code)
 }
 
 // confirmHeld ends a term whose command exited by itself: the election

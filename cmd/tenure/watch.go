@@ -93,8 +93,9 @@ func watchClient(g *globals, feature string) (context.Context, *conns, func(), e
 	ctx, stop := untilSignal()
 	client, err := g.connectFor(ctx, feature)
 	if err != nil {
+		interrupted := ctx.Err() != nil // a signal ended the connect: not an error (read before stop, which ends ctx)
 		stop()
-		if ctx.Err() != nil {
+		if interrupted {
 			return nil, nil, nil, nil
 		}
 		return nil, nil, nil, err
@@ -170,7 +171,7 @@ func watchStatus(g *globals, names []string, interval time.Duration, permits int
 // leader, as package election's Observe reports them, until SIGINT or
 // SIGTERM.
 func observeLeader(g *globals, name string, out io.Writer) error {
-	ctx, client, done, err := watchClient(g, "elect")
+	ctx, client, done, err := watchClient(g, "elect --observe")
 	if client == nil {
 		return err
 	}
