@@ -647,6 +647,9 @@ func (r *Report) Print(w io.Writer, stats *Stats) {
 	}
 	row("VIOLATIONS: not linearizable (porcupine)", lin)
 	row("linearizability (porcupine)", r.Linearizability)
+	for _, k := range r.Linearizability.Kinds {
+		row("  of "+k.Kind+" names", k)
+	}
 	row("expected (data-losing fault): overlaps", len(r.ExpectedOverlap))
 	row("expected (data-losing fault): outlived", len(r.ExpectedOutlive))
 	row("expected (runner not scheduled): overlaps", len(r.StarvedOverlap))

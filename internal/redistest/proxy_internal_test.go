@@ -2,6 +2,8 @@ package redistest
 
 import (
 	"context"
+	"errors"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -52,5 +54,22 @@ func TestProxyDialRacingSetTarget(t *testing.T) {
 	}
 	if v := bc.Get(ctx, "where").Val(); v != "b" {
 		t.Fatalf("the new target has %q", v)
+	}
+}
+
+// Close closes the proxy's listener. (Dialing its address afterwards would
+// prove nothing: a parallel test's server may have taken the freed port,
+// which made an external check of this fail for no bug.)
+func TestProxyCloseStopsListening(t *testing.T) {
+	s := Start(t)
+	p, err := NewProxy(s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.ln.Accept(); !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Accept after Close: %v, want net.ErrClosed", err)
 	}
 }

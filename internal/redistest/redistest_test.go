@@ -433,9 +433,8 @@ func TestProxyCloseWithOpenConnections(t *testing.T) {
 	if err := p.Close(); err != nil {
 		t.Fatalf("second Close: %v", err)
 	}
-	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
-		t.Fatal("proxy still accepting after Close")
-	}
+	// That Close stops listening is TestProxyCloseStopsListening's: a
+	// dial to the closed port may reach whatever took the port since.
 	// goleak in TestMain checks that no proxy goroutine survived.
 }
 
