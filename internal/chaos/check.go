@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -108,9 +109,53 @@ func (r *Report) Violations() int {
 	return n
 }
 
-// Check validates h.
+// Check validates h: each name's sections against the rules of its kind
+// (overlaps, fences), every section against the server's lease (outlived),
+// and the writes against the fences.
 func Check(h History) *Report {
-	r := &Report{SectionsByEnd: map[Ending]int{}, FaultsByKind: map[string]int{}, SectionsByKind: map[Kind]int{}, PeakShared: map[string]int{}}
+	c := newChecker(h)
+	byName := map[string][]Section{}
+	for _, s := range h.Sections {
+		byName[s.Name] = append(byName[s.Name], s)
+	}
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		ss := byName[name]
+		slices.SortStableFunc(ss, func(a, b Section) int { return a.Start.Compare(b.Start) })
+		c.checkOverlaps(name, ss)
+		if slices.ContainsFunc(ss, func(s Section) bool { return !s.Kind.exclusive() }) {
+			c.r.checkSharedFences(name, ss, c.losses)
+		} else {
+			c.checkFences(name, ss)
+		}
+	}
+	c.checkOutlived()
+	// Only leases and writers write: their sections alone supersede one
+	// another at the fenced resource.
+	writers := map[string][]Section{}
+	for name, ss := range byName {
+		for _, s := range ss {
+			if s.Kind.exclusive() {
+				writers[name] = append(writers[name], s)
+			}
+		}
+	}
+	c.r.checkWrites(h, writers)
+	return c.r
+}
+
+// A checker is one Check: the report it fills and the faults that excuse
+// what no library could have prevented.
+type checker struct {
+	r       *Report
+	h       History
+	losses  []Fault // data-losing faults
+	starved []Fault // windows in which the runner was not scheduled
+}
+
+// newChecker tallies h into a new report, with its anachronisms.
+func newChecker(h History) *checker {
+	c := &checker{h: h, r: &Report{SectionsByEnd: map[Ending]int{}, FaultsByKind: map[string]int{}, SectionsByKind: map[Kind]int{}, PeakShared: map[string]int{}}}
+	r := c.r
 	r.Sections = len(h.Sections)
 	for _, s := range h.Sections {
 		r.SectionsByEnd[s.Ended]++
@@ -125,6 +170,12 @@ func Check(h History) *Report {
 	}
 	for _, f := range h.Faults {
 		r.FaultsByKind[f.Kind]++
+		if f.LosesData {
+			c.losses = append(c.losses, f)
+		}
+		if f.Starved {
+			c.starved = append(c.starved, f)
+		}
 	}
 	for _, s := range h.Sections {
 		// A fence below 2^50 us (2005) is no clock reading (a test's small
@@ -137,198 +188,185 @@ func Check(h History) *Report {
 				s.Name, s.ID, s.Holder, stamp(s.Called), s.Fence, s.Called.Sub(granted), faultsAround(h.Faults, granted, s.Start)))
 		}
 	}
-	var losses, starved []Fault
-	for _, f := range h.Faults {
-		if f.LosesData {
-			losses = append(losses, f)
-		}
-		if f.Starved {
-			starved = append(starved, f)
-		}
-	}
-	// starvedIn reports whether the runner went unscheduled, longer than
-	// the slack, at some point of [from, to]: a cancellation due then could
-	// not land in time, whatever the library did.
-	starvedIn := func(from, to time.Time) bool {
-		for _, f := range starved {
-			if !f.End.Before(from) && !f.Start.After(to) {
-				return true
-			}
-		}
-		return false
-	}
-	// dataLost reports whether a data-losing fault may have erased a
-	// lease granted at granted (by when its Acquire returned) before after:
-	// the server went down no later than after, and came back no earlier
-	// than granted.
-	dataLost := func(granted, after time.Time) bool {
-		for _, f := range losses {
-			if !granted.After(f.End) && !f.Start.After(after) {
-				return true
-			}
-		}
-		return false
-	}
+	return c
+}
 
-	byName := map[string][]Section{}
-	for _, s := range h.Sections {
-		byName[s.Name] = append(byName[s.Name], s)
-	}
-	names := make([]string, 0, len(byName))
-	for n := range byName {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-
-	for _, name := range names {
-		ss := byName[name]
-		slices.SortStableFunc(ss, func(a, b Section) int { return a.Start.Compare(b.Start) })
-		var longest time.Duration
-		for _, s := range ss {
-			longest = max(longest, s.End.Sub(s.Start))
+// starvedIn reports whether the runner went unscheduled, longer than the
+// slack, at some point of [from, to]: a cancellation due then could not
+// land in time, whatever the library did.
+func (c *checker) starvedIn(from, to time.Time) bool {
+	for _, f := range c.starved {
+		if !f.End.Before(from) && !f.Start.After(to) {
+			return true
 		}
-		// Overlaps: every earlier section still live when this one began
-		// that may not be beside it; and for a permit, more live permits
-		// than its n.
-		for i, b := range ss {
-			var permits []Section // other permits live when b began
-			shared := 0           // other permits or readers live then
-			for j := i - 1; j >= 0 && !ss[j].Start.Before(b.Start.Add(-longest)); j-- {
-				a := ss[j]
-				if !a.End.After(b.Start) {
-					continue
-				}
-				if !a.Kind.exclusive() && !b.Kind.exclusive() {
-					shared++
-					if a.Kind == KindPermit && b.Kind == KindPermit {
-						permits = append(permits, a)
-					}
-					continue
-				}
-				msg := fmt.Sprintf("%s: %s (section %d, %s, fence %d) began at %s while %s (section %d, %s, fence %d, %s, local deadline %s) was live until %s, %v later%s",
-					name, b.Holder, b.ID, b.Kind, b.Fence, stamp(b.Start), a.Holder, a.ID, a.Kind, a.Fence, a.Ended, stamp(a.Deadline), stamp(a.End), a.End.Sub(b.Start), faultsAround(h.Faults, a.Start, b.Start))
-				r.overlap(msg, dataLost(a.Start, b.Start), starvedIn(b.Start, a.End), a.ID, b.ID)
-			}
-			if !b.Kind.exclusive() {
-				r.PeakShared[name] = max(r.PeakShared[name], shared+1)
-			}
-			held := 0 // permits live when b began, k for a hold of k
-			for _, a := range permits {
-				held += a.permits()
-			}
-			if b.Kind != KindPermit || held+b.permits() <= b.Limit {
+	}
+	return false
+}
+
+// dataLost reports whether a data-losing fault may have erased a lease
+// granted at granted (by when its Acquire returned) before after: the
+// server went down no later than after, and came back no earlier than
+// granted.
+func (c *checker) dataLost(granted, after time.Time) bool {
+	for _, f := range c.losses {
+		if !granted.After(f.End) && !f.Start.After(after) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkOverlaps finds, for each section of name (ss, by start), every
+// earlier section still live when it began that may not be beside it; and
+// for a permit, more live permits than its n, a hold of k counting k.
+func (c *checker) checkOverlaps(name string, ss []Section) {
+	r, h := c.r, c.h
+	var longest time.Duration
+	for _, s := range ss {
+		longest = max(longest, s.End.Sub(s.Start))
+	}
+	for i, b := range ss {
+		var permits []Section // other permits live when b began
+		shared := 0           // other permits or readers live then
+		for j := i - 1; j >= 0 && !ss[j].Start.Before(b.Start.Add(-longest)); j-- {
+			a := ss[j]
+			if !a.End.After(b.Start) {
 				continue
 			}
-			// Blame the permit that outlived the others: the one whose
-			// cancellation came last.
-			last := slices.MaxFunc(permits, func(x, y Section) int { return x.End.Compare(y.End) })
-			ids := []int{b.ID}
-			var expected bool
-			for _, a := range permits {
-				ids = append(ids, a.ID)
-				expected = expected || dataLost(a.Start, b.Start)
+			if !a.Kind.exclusive() && !b.Kind.exclusive() {
+				shared++
+				if a.Kind == KindPermit && b.Kind == KindPermit {
+					permits = append(permits, a)
+				}
+				continue
 			}
-			msg := fmt.Sprintf("%s: %s (section %d, fence %d, %d at once) began at %s while %d permits of its %d were live, the last of them %s (section %d, fence %d, %s, local deadline %s) until %s%s",
-				name, b.Holder, b.ID, b.Fence, b.permits(), stamp(b.Start), held, b.Limit, last.Holder, last.ID, last.Fence, last.Ended, stamp(last.Deadline), stamp(last.End), faultsAround(h.Faults, last.Start, b.Start))
-			r.overlap(msg, expected, starvedIn(b.Start, last.End), ids...)
+			msg := fmt.Sprintf("%s: %s (section %d, %s, fence %d) began at %s while %s (section %d, %s, fence %d, %s, local deadline %s) was live until %s, %v later%s",
+				name, b.Holder, b.ID, b.Kind, b.Fence, stamp(b.Start), a.Holder, a.ID, a.Kind, a.Fence, a.Ended, stamp(a.Deadline), stamp(a.End), a.End.Sub(b.Start), faultsAround(h.Faults, a.Start, b.Start))
+			r.overlap(msg, c.dataLost(a.Start, b.Start), c.starvedIn(b.Start, a.End), a.ID, b.ID)
 		}
-		if slices.ContainsFunc(ss, func(s Section) bool { return !s.Kind.exclusive() }) {
-			r.checkSharedFences(name, ss, losses)
+		if !b.Kind.exclusive() {
+			r.PeakShared[name] = max(r.PeakShared[name], shared+1)
+		}
+		held := 0 // permits live when b began, k for a hold of k
+		for _, a := range permits {
+			held += a.permits()
+		}
+		if b.Kind != KindPermit || held+b.permits() <= b.Limit {
 			continue
 		}
-		// Fences: strictly increasing in the order of acquisition.
-		var (
-			top   int64
-			topID int
-		)
-		for _, s := range ss {
-			if s.Fence == 0 {
-				continue // unknown
-			}
-			if s.Fence <= top {
-				prev := ss[slices.IndexFunc(ss, func(x Section) bool { return x.ID == topID })]
-				r.FenceBackwards = append(r.FenceBackwards, fmt.Sprintf("%s: section %d (%s) got fence %d at %s, after section %d had fence %d%s",
-					name, s.ID, s.Holder, s.Fence, stamp(s.Start), topID, top, faultsAround(losses, prev.Start, s.Start)))
-			} else {
-				top, topID = s.Fence, s.ID
-			}
+		// Blame the permit that outlived the others: the one whose
+		// cancellation came last.
+		last := slices.MaxFunc(permits, func(x, y Section) int { return x.End.Compare(y.End) })
+		ids := []int{b.ID}
+		var expected bool
+		for _, a := range permits {
+			ids = append(ids, a.ID)
+			expected = expected || c.dataLost(a.Start, b.Start)
+		}
+		msg := fmt.Sprintf("%s: %s (section %d, fence %d, %d at once) began at %s while %d permits of its %d were live, the last of them %s (section %d, fence %d, %s, local deadline %s) until %s%s",
+			name, b.Holder, b.ID, b.Fence, b.permits(), stamp(b.Start), held, b.Limit, last.Holder, last.ID, last.Fence, last.Ended, stamp(last.Deadline), stamp(last.End), faultsAround(h.Faults, last.Start, b.Start))
+		r.overlap(msg, expected, c.starvedIn(b.Start, last.End), ids...)
+	}
+}
+
+// checkFences finds the fences of an exclusive name (ss, by start) that do
+// not strictly increase in the order of acquisition.
+func (c *checker) checkFences(name string, ss []Section) {
+	var (
+		top   int64
+		topID int
+	)
+	for _, s := range ss {
+		if s.Fence == 0 {
+			continue // unknown
+		}
+		if s.Fence <= top {
+			prev := ss[slices.IndexFunc(ss, func(x Section) bool { return x.ID == topID })]
+			c.r.FenceBackwards = append(c.r.FenceBackwards, fmt.Sprintf("%s: section %d (%s) got fence %d at %s, after section %d had fence %d%s",
+				name, s.ID, s.Holder, s.Fence, stamp(s.Start), topID, top, faultsAround(c.losses, prev.Start, s.Start)))
+		} else {
+			top, topID = s.Fence, s.ID
 		}
 	}
+}
 
-	// Contexts that outlived the lease on the server.
+// checkOutlived finds the sections whose holders believed past the lease
+// on the server: a Release that found it gone while the context was live,
+// or a section that ended after the observer saw its key dropped.
+func (c *checker) checkOutlived() {
 	seen := map[string][]Sighting{}
-	for _, g := range h.Sightings {
+	for _, g := range c.h.Sightings {
 		seen[g.Token] = append(seen[g.Token], g)
 	}
-	for _, s := range h.Sections {
+	for _, s := range c.h.Sections {
 		if s.UnnoticedLoss {
-			msg := fmt.Sprintf("%s: section %d (%s, fence %d, from %s) was live at %s (local deadline %s) but Release found the lease gone from the server%s",
-				s.Name, s.ID, s.Holder, s.Fence, stamp(s.Start), stamp(s.End), stamp(s.Deadline), faultsAround(h.Faults, s.Start, s.End))
-			if dataLost(s.Start, s.End) {
-				r.ExpectedOutlive = append(r.ExpectedOutlive, msg)
-			} else {
-				r.OutlivedServer = append(r.OutlivedServer, msg)
-				r.suspect(s.ID)
-			}
+			c.unnoticedLoss(s)
 			continue
 		}
-		g, ok := appearanceAt(seen[s.Token], s.Start)
-		dropped, how := g.dropped()
-		if s.Token == "" || !ok || dropped.IsZero() {
+		c.outlived(s, seen[s.Token])
+	}
+}
+
+// unnoticedLoss judges s, whose Release found the lease gone while its
+// context was live.
+func (c *checker) unnoticedLoss(s Section) {
+	msg := fmt.Sprintf("%s: section %d (%s, fence %d, from %s) was live at %s (local deadline %s) but Release found the lease gone from the server%s",
+		s.Name, s.ID, s.Holder, s.Fence, stamp(s.Start), stamp(s.End), stamp(s.Deadline), faultsAround(c.h.Faults, s.Start, s.End))
+	if c.dataLost(s.Start, s.End) {
+		c.r.ExpectedOutlive = append(c.r.ExpectedOutlive, msg)
+		return
+	}
+	c.r.OutlivedServer = append(c.r.OutlivedServer, msg)
+	c.r.suspect(s.ID)
+}
+
+// outlived judges s against the observer's sightings of its token: its
+// margin (when the server dropped the lease, less when the holder stopped
+// believing) and, when that is negative, whether a fault excuses it.
+func (c *checker) outlived(s Section, sightings []Sighting) {
+	r := c.r
+	g, ok := appearanceAt(sightings, s.Start)
+	dropped, how := g.dropped()
+	if s.Token == "" || !ok || dropped.IsZero() {
+		if s.Ended == EndLost {
+			r.MarginUnknown++
+		}
+		return
+	}
+	margin := dropped.Sub(s.End)
+	if margin < 0 && g.blind() {
+		// A renewal in the observer's gap would have moved the expiry
+		// unseen: all it knows is that the key was gone by GoneBy.
+		if !s.End.After(g.GoneBy) {
 			if s.Ended == EndLost {
 				r.MarginUnknown++
 			}
-			continue
+			r.BlindOutlive = append(r.BlindOutlive, fmt.Sprintf("%s: section %d (%s, %s) was live until %s, after the expiry read last (%s, read at %s) but before the observer's next look (%s)",
+				s.Name, s.ID, s.Holder, s.Ended, stamp(s.End), stamp(g.ExpiresAt), stamp(g.LastSeen), stamp(g.GoneBy)))
+			return
 		}
-		margin := dropped.Sub(s.End)
-		if margin < 0 && g.blind() {
-			// A renewal in the observer's gap would have moved the
-			// expiry unseen: all it knows is that the key was gone by
-			// GoneBy.
-			if !s.End.After(g.GoneBy) {
-				if s.Ended == EndLost {
-					r.MarginUnknown++
-				}
-				r.BlindOutlive = append(r.BlindOutlive, fmt.Sprintf("%s: section %d (%s, %s) was live until %s, after the expiry read last (%s, read at %s) but before the observer's next look (%s)",
-					s.Name, s.ID, s.Holder, s.Ended, stamp(s.End), stamp(g.ExpiresAt), stamp(g.LastSeen), stamp(g.GoneBy)))
-				continue
-			}
-			dropped, how = g.GoneBy, "the observer saw its key gone (after a gap in its polls)"
-			margin = dropped.Sub(s.End)
-		}
-		expected := dataLost(s.Start, dropped)
-		late := margin < 0 && starvedIn(dropped, s.End)
-		if s.Ended == EndLost && !expected && !late {
-			r.Margins = append(r.Margins, margin)
-		}
-		if margin >= 0 {
-			continue
-		}
-		msg := fmt.Sprintf("%s: section %d (%s, fence %d, %s, from %s) was live until %s (local deadline %s), %v after %s at %s (last seen %s)%s",
-			s.Name, s.ID, s.Holder, s.Fence, s.Ended, stamp(s.Start), stamp(s.End), stamp(s.Deadline), -margin, how, stamp(dropped), stamp(g.LastSeen), faultsAround(h.Faults, s.Start, s.End))
-		switch {
-		case expected:
-			r.ExpectedOutlive = append(r.ExpectedOutlive, msg)
-		case late:
-			r.StarvedOutlive = append(r.StarvedOutlive, msg)
-		default:
-			r.OutlivedServer = append(r.OutlivedServer, msg)
-			r.suspect(s.ID)
-		}
+		dropped, how = g.GoneBy, "the observer saw its key gone (after a gap in its polls)"
+		margin = dropped.Sub(s.End)
 	}
-
-	// Only leases and writers write: their sections alone supersede one
-	// another at the fenced resource.
-	writers := map[string][]Section{}
-	for name, ss := range byName {
-		for _, s := range ss {
-			if s.Kind.exclusive() {
-				writers[name] = append(writers[name], s)
-			}
-		}
+	expected := c.dataLost(s.Start, dropped)
+	late := margin < 0 && c.starvedIn(dropped, s.End)
+	if s.Ended == EndLost && !expected && !late {
+		r.Margins = append(r.Margins, margin)
 	}
-	r.checkWrites(h, writers)
-	return r
+	if margin >= 0 {
+		return
+	}
+	msg := fmt.Sprintf("%s: section %d (%s, fence %d, %s, from %s) was live until %s (local deadline %s), %v after %s at %s (last seen %s)%s",
+		s.Name, s.ID, s.Holder, s.Fence, s.Ended, stamp(s.Start), stamp(s.End), stamp(s.Deadline), -margin, how, stamp(dropped), stamp(g.LastSeen), faultsAround(c.h.Faults, s.Start, s.End))
+	switch {
+	case expected:
+		r.ExpectedOutlive = append(r.ExpectedOutlive, msg)
+	case late:
+		r.StarvedOutlive = append(r.StarvedOutlive, msg)
+	default:
+		r.OutlivedServer = append(r.OutlivedServer, msg)
+		r.suspect(s.ID)
+	}
 }
 
 // overlap files an overlap of the sections ids: expected after a

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"os"
@@ -175,18 +176,59 @@ func Run(t *testing.T, cfg Config) Outcome {
 	t.Logf("chaos: seed %d, duration %v, ttl %v, lossy restarts %.2f, %d managers x %d workers on %d lease names and kinds %s, faults %s; rerun with -chaos.seed=%d",
 		cfg.seed, cfg.duration, cfg.ttl, cfg.lossy, cfg.managers, cfg.workers, cfg.nams, cfg.kinds, cfg.faults, cfg.seed)
 	r := &run{t: t, cfg: cfg, ttl: cfg.ttl, store: NewStore(), faults: map[string]bool{}, tracer: newTracer()}
-	for _, k := range strings.Split(cfg.faults, ",") {
+	r.parseFaults()
+	r.parseKinds()
+	r.srv = redistest.Start(t, redistest.Config{AOF: true})
+	if r.faults["promote"] {
+		r.standby = redistest.Start(t, redistest.Config{AOF: true})
+		if err := r.attachStandby(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = r.link.Close() })
+	}
+	redis.SetLogger(discardLogger{}) // go-redis's own complaints about dials while the server is down
+	managers := r.startManagers()
+
+	r.obs = newObserver(r.srv, r.names, r.kinds)
+	obsDone := make(chan struct{})
+	obsCtx, stopObs := context.WithCancel(context.Background())
+	go func() { defer close(obsDone); r.obs.run(obsCtx) }()
+	began := time.Now()
+	r.contend(managers)
+	stopObs()
+	<-obsDone
+	elapsed := time.Since(began)
+
+	h := r.rec.History(r.store, r.obs.sightings())
+	h.Guarded = r.cfg.resource != nil
+	rep := Check(h)
+	rep.Linearizability = CheckLinearizable(h, cfg.linTimeout)
+	summary := r.summary(h, rep, len(managers), elapsed)
+	t.Logf("chaos summary:\n%s", summary)
+	if out := os.Getenv("CHAOS_SUMMARY"); out != "" {
+		_ = os.WriteFile(out, []byte(summary), 0o644)
+	}
+	return Outcome{Report: rep, History: h, Summary: summary, Acquired: r.acquired.Load()}
+}
+
+// parseFaults reads cfg.faults into r.faults.
+func (r *run) parseFaults() {
+	for _, k := range strings.Split(r.cfg.faults, ",") {
 		k = strings.TrimSpace(k)
 		if k != "" && !slices.Contains(strings.Split(allFaults, ","), k) {
-			t.Fatalf("unknown fault %q: the kinds are %s", k, allFaults)
+			r.t.Fatalf("unknown fault %q: the kinds are %s", k, allFaults)
 		}
 		r.faults[k] = true
 	}
+}
+
+// parseKinds reads cfg.kinds into the names contended for and their kinds.
+func (r *run) parseKinds() {
 	r.kinds = map[string]Kind{}
-	for _, k := range strings.Split(cfg.kinds, ",") {
+	for _, k := range strings.Split(r.cfg.kinds, ",") {
 		switch strings.TrimSpace(k) {
 		case "lease":
-			for i := range cfg.nams {
+			for i := range r.cfg.nams {
 				r.kinds[fmt.Sprintf("res%d", i)] = KindLease
 			}
 		case "permit":
@@ -197,34 +239,26 @@ func Run(t *testing.T, cfg Config) Outcome {
 			r.sets = true
 		case "":
 		default:
-			t.Fatalf("unknown kind %q: the kinds are %s", k, allKinds)
+			r.t.Fatalf("unknown kind %q: the kinds are %s", k, allKinds)
 		}
 	}
-	for n := range r.kinds {
-		r.names = append(r.names, n)
+	r.names = slices.Sorted(maps.Keys(r.kinds))
+	if r.sets && (!strings.Contains(r.cfg.kinds, "lease") || r.cfg.nams < 2) {
+		r.t.Fatal("kind set takes several lease names: it needs kind lease and -chaos.names 2 or more")
 	}
-	if r.sets && (!strings.Contains(cfg.kinds, "lease") || cfg.nams < 2) {
-		t.Fatal("kind set takes several lease names: it needs kind lease and -chaos.names 2 or more")
-	}
-	slices.Sort(r.names)
 	if len(r.names) == 0 {
-		t.Fatal("no names to contend for")
+		r.t.Fatal("no names to contend for")
 	}
-	r.srv = redistest.Start(t, redistest.Config{AOF: true})
-	if r.faults["promote"] {
-		r.standby = redistest.Start(t, redistest.Config{AOF: true})
-		if err := r.attachStandby(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = r.link.Close() })
-	}
-	redis.SetLogger(discardLogger{}) // go-redis's own complaints about dials while the server is down
+}
 
+// startManagers starts one manager per cfg.managers, each with a client of
+// its own behind a proxy of its own.
+func (r *run) startManagers() []*lease.Manager {
 	quiet := slog.New(slog.DiscardHandler)
-	managers := make([]*lease.Manager, cfg.managers)
+	managers := make([]*lease.Manager, r.cfg.managers)
 	r.exact = make([]bool, len(managers))
 	for i := range managers {
-		p := redistest.StartProxy(t, r.srv.Addr())
+		p := redistest.StartProxy(r.t, r.srv.Addr())
 		r.proxies = append(r.proxies, p)
 		opts := &redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, DialTimeout: time.Second}
 		if i%2 == 0 {
@@ -244,33 +278,32 @@ func Run(t *testing.T, cfg Config) Outcome {
 		}
 		c := redis.NewClient(opts)
 		c.AddHook(r.tracer.hook(i))
-		t.Cleanup(func() { _ = c.Close() })
+		r.t.Cleanup(func() { _ = c.Close() })
 		m, err := lease.New(c, lease.WithTTL(r.ttl), lease.WithLogger(quiet), lease.WithOpTimeout(r.ttl/2))
 		if err != nil {
-			t.Fatal(err)
+			r.t.Fatal(err)
 		}
 		managers[i] = m
 	}
+	return managers
+}
 
-	r.obs = newObserver(r.srv, r.names, r.kinds)
-	obsDone := make(chan struct{})
-	obsCtx, stopObs := context.WithCancel(context.Background())
-	go func() { defer close(obsDone); r.obs.run(obsCtx) }()
-
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.duration)
+// contend runs the faults and the workers for cfg.duration, then undoes
+// the faults and closes the managers while holders still hold (their
+// sections end "closed").
+func (r *run) contend(managers []*lease.Manager) {
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.duration)
 	defer cancel()
 	r.ctx = ctx
-	began := time.Now()
-	seed := cfg.seed
-
+	seed := r.cfg.seed
 	var faultsWG, workersWG sync.WaitGroup
-	faultsWG.Go(func() { r.heartbeat(watchdog.DefaultSlack(cfg.ttl)) })
+	faultsWG.Go(func() { r.heartbeat(watchdog.DefaultSlack(r.cfg.ttl)) })
 	faultsWG.Go(func() { r.serverFaults(rand.New(rand.NewPCG(seed, 1))) })
 	for k := range 2 {
 		faultsWG.Go(func() { r.clientFaults(rand.New(rand.NewPCG(seed, uint64(2+k)))) })
 	}
 	for mi, m := range managers {
-		for g := range cfg.workers {
+		for g := range r.cfg.workers {
 			rng := rand.New(rand.NewPCG(seed, uint64(100+mi*1000+g)))
 			holder := fmt.Sprintf("m%d/g%d", mi, g)
 			if g%3 == 2 {
@@ -280,30 +313,35 @@ func Run(t *testing.T, cfg Config) Outcome {
 			}
 		}
 	}
-
 	<-ctx.Done()
 	faultsWG.Wait() // every fault undone: the server runs, no proxy cuts anyone off
-	// Close the managers while holders still hold: their sections end
-	// "closed".
 	for i, m := range managers {
 		if err := m.Close(); err != nil {
-			t.Logf("manager %d: Close: %v", i, err)
+			r.t.Logf("manager %d: Close: %v", i, err)
 		}
 	}
 	workersWG.Wait()
-	stopObs()
-	<-obsDone
-	elapsed := time.Since(began)
+}
 
-	h := r.rec.History(r.store, r.obs.sightings())
-	h.Guarded = r.cfg.resource != nil
-	rep := Check(h)
-	rep.Linearizability = CheckLinearizable(h, cfg.linTimeout)
+// summary is the run's report as the test logs it: the statistics, the
+// checker's verdicts, and what helps read a violation.
+func (r *run) summary(h History, rep *Report, managers int, elapsed time.Duration) string {
+	var b strings.Builder
+	rep.Print(&b, r.stats(h, managers, elapsed))
+	r.printDiagnostics(&b, h, rep)
+	if rep.Linearizability.Failed() {
+		r.visualize(&b, rep)
+	}
+	return b.String()
+}
+
+// stats are the run's counts.
+func (r *run) stats(h History, managers int, elapsed time.Duration) *Stats {
 	var st Stats
-	st.Add("seed", "%d", seed)
+	st.Add("seed", "%d", r.cfg.seed)
 	st.Add("duration", "%v", elapsed.Round(time.Millisecond))
 	st.Add("lease TTL", "%v", r.ttl)
-	st.Add("managers x workers", "%d x %d on %d names (%s)", len(managers), cfg.workers, len(r.names), strings.Join(r.names, " "))
+	st.Add("managers x workers", "%d x %d on %d names (%s)", managers, r.cfg.workers, len(r.names), strings.Join(r.names, " "))
 	st.Add("acquire calls (Acquire + Do)", "%d", r.attempts.Load())
 	st.Add("  acquisitions", "%d", r.acquired.Load())
 	st.Add("  timed out waiting", "%d", r.acquireTimeouts.Load())
@@ -319,26 +357,32 @@ func Run(t *testing.T, cfg Config) Outcome {
 	polls, failed := r.obs.counts()
 	st.Add("observer polls (ok/failed)", "%d/%d", polls, failed)
 	st.Add("tokens seen by the observer", "%d", len(h.Sightings))
-	var b strings.Builder
-	rep.Print(&b, &st)
+	return &st
+}
+
+// printDiagnostics writes what helps read a violation: the observer's
+// reads from a replica, commands a replica refused, acquire replies older
+// than their request, the traces of the sections in violations, and the
+// first errors.
+func (r *run) printDiagnostics(b *strings.Builder, h History, rep *Report) {
 	r.obs.mu.Lock()
-	fmt.Fprintf(&b, "observer polls answered by a replica: %d\n", r.obs.replicaReads)
+	fmt.Fprintf(b, "observer polls answered by a replica: %d\n", r.obs.replicaReads)
 	for _, e := range r.obs.replicaAt {
-		fmt.Fprintf(&b, "  %s\n", e)
+		fmt.Fprintf(b, "  %s\n", e)
 	}
 	r.obs.mu.Unlock()
-	fmt.Fprintf(&b, "commands a replica refused (READONLY), the first 20:\n")
+	fmt.Fprintf(b, "commands a replica refused (READONLY), the first 20:\n")
 	for _, e := range r.tracer.readonly {
-		fmt.Fprintf(&b, "  %s\n", e)
+		fmt.Fprintf(b, "  %s\n", e)
 	}
 	for _, f := range h.Faults {
 		if f.Kind == "lagging replica promoted" && len(r.tracer.readonly) > 0 {
-			fmt.Fprintf(&b, "  promoted %s..%s (%s)\n", stamp(f.Start), stamp(f.End), f.Detail)
+			fmt.Fprintf(b, "  promoted %s..%s (%s)\n", stamp(f.Start), stamp(f.End), f.Detail)
 		}
 	}
-	fmt.Fprintf(&b, "acquire replies older than their request (client-side): %d\n", len(r.tracer.early))
+	fmt.Fprintf(b, "acquire replies older than their request (client-side): %d\n", len(r.tracer.early))
 	for _, e := range r.tracer.early {
-		fmt.Fprintf(&b, "  %s\n", e)
+		fmt.Fprintf(b, "  %s\n", e)
 	}
 	if len(rep.Suspects) > 0 {
 		seen := map[string][]Sighting{}
@@ -349,37 +393,35 @@ func Run(t *testing.T, cfg Config) Outcome {
 		for _, s := range h.Sections {
 			byID[s.ID] = s
 		}
-		fmt.Fprintf(&b, "traces of the sections in violations (the first 40):\n")
+		fmt.Fprintf(b, "traces of the sections in violations (the first 40):\n")
 		for _, id := range rep.Suspects[:min(40, len(rep.Suspects))] {
 			s := byID[id]
-			fmt.Fprintf(&b, "section %d %s %s: called %s, start %s, end %s (%s), deadline %s, fence %d\n",
+			fmt.Fprintf(b, "section %d %s %s: called %s, start %s, end %s (%s), deadline %s, fence %d\n",
 				s.ID, s.Name, s.Holder, stamp(s.Called), stamp(s.Start), stamp(s.End), s.Ended, stamp(s.Deadline), s.Fence)
-			r.tracer.trace(&b, s.Token, h.Faults, seen)
+			r.tracer.trace(b, s.Token, h.Faults, seen)
 		}
 	}
 	r.firstErrs.Range(func(k, v any) bool {
-		fmt.Fprintf(&b, "error seen %d times: %s\n", v.(*atomic.Int64).Load(), k)
+		fmt.Fprintf(b, "error seen %d times: %s\n", v.(*atomic.Int64).Load(), k)
 		return true
 	})
-	if rep.Linearizability.Failed() {
-		dir := os.Getenv("CHAOS_ARTIFACTS")
-		if dir == "" {
-			dir = os.TempDir()
-		}
-		path := filepath.Join(dir, fmt.Sprintf("chaos-%s-porcupine-%d.html", strings.ReplaceAll(t.Name(), "/", "-"), seed))
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Errorf("artifacts: %v", err)
-		} else if err := rep.Linearizability.Visualize(path); err != nil {
-			t.Errorf("porcupine's visualisation: %v", err)
-		} else {
-			fmt.Fprintf(&b, "porcupine's visualisation of the failing history: %s\n", path)
-		}
+}
+
+// visualize writes porcupine's visualisation of a failing history to
+// $CHAOS_ARTIFACTS (or the temporary directory), and says where.
+func (r *run) visualize(b *strings.Builder, rep *Report) {
+	dir := os.Getenv("CHAOS_ARTIFACTS")
+	if dir == "" {
+		dir = os.TempDir()
 	}
-	t.Logf("chaos summary:\n%s", b.String())
-	if out := os.Getenv("CHAOS_SUMMARY"); out != "" {
-		_ = os.WriteFile(out, []byte(b.String()), 0o644)
+	path := filepath.Join(dir, fmt.Sprintf("chaos-%s-porcupine-%d.html", strings.ReplaceAll(r.t.Name(), "/", "-"), r.cfg.seed))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		r.t.Errorf("artifacts: %v", err)
+	} else if err := rep.Linearizability.Visualize(path); err != nil {
+		r.t.Errorf("porcupine's visualisation: %v", err)
+	} else {
+		fmt.Fprintf(b, "porcupine's visualisation of the failing history: %s\n", path)
 	}
-	return Outcome{Report: rep, History: h, Summary: b.String(), Acquired: r.acquired.Load()}
 }
 
 type discardLogger struct{}
