@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/url"
 	"sort"
@@ -269,6 +270,10 @@ func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error
 				msg += "; no --redis and no REDIS_URL were given, so tenure tried the default, " + defaultRedis +
 					": set --redis or REDIS_URL to your Redis"
 			}
+			if targets[i].tls == nil && closedAtOnce(err) {
+				msg += " (the server closed the connection at once: if it speaks TLS only, use a rediss URL: " +
+					"rediss://, rediss-sentinel:// or rediss-cluster://)"
+			}
 			failed = append(failed, msg)
 		}
 	}
@@ -284,6 +289,14 @@ func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error
 		fmt.Fprintf(g.stderr, "tenure: %s; going on with the %d of %d nodes that answered\n", f, answered, len(cs.nodes))
 	}
 	return cs, nil
+}
+
+// closedAtOnce reports whether err is a server closing a connection it
+// never answered on, as a TLS-only server does to a client that speaks
+// plain RESP.
+func closedAtOnce(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset by peer")
 }
 
 // quorumLacks says why quorum mode lacks a feature.

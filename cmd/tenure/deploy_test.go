@@ -283,7 +283,7 @@ func TestSentinelTLSCLI(t *testing.T) {
 	// The plain form reaches no sentinel, and the error does not quote
 	// the password given in the URL.
 	code, _, stderr = result(t, on(nil, "--redis", "redis-sentinel://"+user+":"+pw+"@"+hosts, "status", "x"))
-	if code != exitRedis || !strings.Contains(stderr, "Sentinel master") || strings.Contains(stderr, pw) {
+	if code != exitRedis || !strings.Contains(stderr, "Sentinel master") || strings.Contains(stderr, pw) || !strings.Contains(stderr, "use a rediss URL") {
 		t.Errorf("redis-sentinel:// against TLS-only sentinels: status %d, want %d: %s", code, exitRedis, stderr)
 	}
 }
@@ -377,7 +377,7 @@ func TestClusterTLSCLI(t *testing.T) {
 	// The plain form reaches no node of a TLS-only cluster, and the error
 	// does not quote the password given in the URL.
 	code, _, stderr = result(t, on(nil, "--redis", "redis-cluster://"+user+":"+pw+"@"+hosts, "status", "x"))
-	if code != exitRedis || !strings.Contains(stderr, "Redis Cluster") || strings.Contains(stderr, pw) {
+	if code != exitRedis || !strings.Contains(stderr, "Redis Cluster") || strings.Contains(stderr, pw) || !strings.Contains(stderr, "use a rediss URL") {
 		t.Errorf("redis-cluster:// against TLS-only nodes: status %d, want %d: %s", code, exitRedis, stderr)
 	}
 }
