@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/fencing/pgtest"
 	"github.com/tenure-go/tenure/internal/chaos"
-	"github.com/tenure-go/tenure/internal/pgtest"
 )
 
 // pgResource is the chaos runner's fenced resource as a real PostgreSQL

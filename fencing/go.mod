@@ -1,6 +1,7 @@
 // Package fencing is a module of its own so that programs importing the
 // library are not given its requirements (pgx, and for its tests SQLite and
-// goleak). It has no replace directive, so that it can be fetched by
+// goleak; its package pgtest, the PostgreSQL test harness that its tests and
+// the examples' use, talks through pgx). It has no replace directive, so that it can be fetched by
 // version like cmd/tenure; until the first release the requirement of the
 // library below is a placeholder that only the repository's go.work
 // resolves (docs/releasing.md).
@@ -13,6 +14,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/tenure-go/tenure v0.0.0-00010101000000-000000000000
+	go.uber.org/goleak v1.3.0
 	modernc.org/sqlite v1.60.1
 )
 
@@ -28,7 +30,6 @@ require (
 	github.com/ncruces/go-strftime v1.1.0 // indirect
 	github.com/remyoudompheng/bigfft v0.0.0-20230129092748-24d4a6f8daec // indirect
 	go.uber.org/atomic v1.12.0 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect

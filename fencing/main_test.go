@@ -15,7 +15,7 @@ import (
 	_ "modernc.org/sqlite" // database/sql driver "sqlite"
 
 	"github.com/tenure-go/tenure/fencing"
-	"github.com/tenure-go/tenure/internal/pgtest"
+	"github.com/tenure-go/tenure/fencing/pgtest"
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tenure-go/tenure/fencing"
-	"github.com/tenure-go/tenure/internal/pgtest"
+	"github.com/tenure-go/tenure/fencing/pgtest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/semaphore"
 )

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tenure-go/tenure/examples/internal/acltest"
-	"github.com/tenure-go/tenure/internal/pgtest"
+	"github.com/tenure-go/tenure/fencing/pgtest"
 )
 
 // TestRunAsACLUser runs the demo through REDIS_URL on a real redis-server

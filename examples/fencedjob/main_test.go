@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/tenure-go/tenure/internal/pgtest"
+	"github.com/tenure-go/tenure/fencing/pgtest"
 )
 
 func TestMain(m *testing.M) {

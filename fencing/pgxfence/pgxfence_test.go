@@ -14,8 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/fencing"
+	"github.com/tenure-go/tenure/fencing/pgtest"
 	"github.com/tenure-go/tenure/fencing/pgxfence"
-	"github.com/tenure-go/tenure/internal/pgtest"
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )

@@ -6,9 +6,22 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { os.Exit(Run(m)) }
+// TestMain stops the shared server and then checks that no goroutine is
+// left: neither the one waiting for a postmaster nor any of pgconn's.
+func TestMain(m *testing.M) {
+	code := Run(m)
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			os.Stderr.WriteString("goleak: " + err.Error() + "\n")
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
 
 func TestServerLifecycle(t *testing.T) {
 	s, err := StartServer()

@@ -8,11 +8,12 @@
 // Debian's postgres user. On Linux the kernel kills the postmaster if the
 // process that started it dies, and its backends follow it.
 //
-// The package has no third-party imports, so that any module of the
-// repository can use it without inheriting a driver: it speaks just enough
-// of the PostgreSQL wire protocol (trust authentication, simple queries) to
-// know the server is ready and to create databases. Tests connect with the
-// driver of their choice through URL.
+// The package belongs to the fencing module, whose tests use it and which
+// already requires pgx: it talks to the server through pgx's pgconn (Exec)
+// to know the server is ready and to create databases, so that the library's
+// root module, which a program importing the library gets, needs no driver.
+// The examples module's tests import it too. Tests connect with the driver
+// of their choice through URL.
 package pgtest
 
 import (
