@@ -124,6 +124,16 @@ func (m *Manager) acquireAll(ctx context.Context, names []string, opts []Acquire
 	for _, l := range s.leases {
 		s.stops = append(s.stops, context.AfterFunc(l.Context(), func() { s.cancel(context.Cause(l.Context())) }))
 	}
+	// A member lost after the last one was taken, before the watch above
+	// began, would end the Set's context at once: give the caller no Set
+	// that is already lost.
+	for _, l := range s.leases {
+		if err := l.Err(); err != nil {
+			s.undo(ctx, m)
+			s.cancel(err)
+			return nil, fmt.Errorf("lease: %q, taken for the set, ended before the set was whole: %w", l.name, err)
+		}
+	}
 	return s, nil
 }
 

@@ -135,6 +135,9 @@ type run struct {
 	doCalls, doLost, doErrors                          atomic.Int64
 	sets                                               bool // kind set: workers also take several names at once
 	setCalls, setLost                                  atomic.Int64
+	// grantedAt is when each lease's own Acquire returned (*lease.Lease
+	// -> time.Time): a set's member is granted before the set is whole.
+	grantedAt sync.Map
 	firstErrs                                          sync.Map // error text prefix -> count (*atomic.Int64)
 }
 
@@ -279,7 +282,7 @@ func (r *run) startManagers() []*lease.Manager {
 		c := redis.NewClient(opts)
 		c.AddHook(r.tracer.hook(i))
 		r.t.Cleanup(func() { _ = c.Close() })
-		m, err := lease.New(c, lease.WithTTL(r.ttl), lease.WithLogger(quiet), lease.WithOpTimeout(r.ttl/2))
+		m, err := lease.New(c, lease.WithTTL(r.ttl), lease.WithLogger(quiet), lease.WithOpTimeout(r.ttl/2), lease.WithHooks(r.hooks()))
 		if err != nil {
 			r.t.Fatal(err)
 		}
@@ -806,6 +809,7 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 			continue
 		}
 		start := time.Now()
+		r.grantedAt.Delete(l) // only holdSet reads it
 		r.acquired.Add(1)
 		end := watchEnd(l.Context())
 		s := Section{ID: r.rec.NextID(), Name: name, Kind: kind, Limit: limit, Count: count, Holder: holder, Token: l.Token(), Fence: l.Fence(), Called: called, Start: start}
@@ -868,6 +872,15 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 	}
 }
 
+// hooks record when each acquisition returned, for holdSet.
+func (r *run) hooks() lease.Hooks {
+	return lease.Hooks{AcquireDone: func(_ context.Context, info lease.AcquireInfo) {
+		if info.Lease != nil {
+			r.grantedAt.Store(info.Lease, time.Now())
+		}
+	}}
+}
+
 // holdSet takes two or three of the lease names at once (AcquireAll, asked
 // in a random order), writes to each under its own fence, works, writes
 // again while the set is live, and releases the set: one section a name,
@@ -910,8 +923,17 @@ func (r *run) holdSet(m *lease.Manager, holder string, rng *rand.Rand) bool {
 	leases := set.Leases()
 	ss := make([]Section, len(leases))
 	for i, l := range leases {
+		// A member's section starts when its own Acquire returned: from
+		// then on the server holds the name for the set, which a section
+		// starting when the set was whole would leave out (another holder
+		// taking the name after a data-losing fault in between would look
+		// like an overlap, and its fence like one going backwards).
+		granted := start
+		if at, ok := r.grantedAt.LoadAndDelete(l); ok {
+			granted = at.(time.Time)
+		}
 		ss[i] = Section{ID: r.rec.NextID(), Name: l.Name(), Kind: KindLease, Holder: holder + " (set)", Token: l.Token(),
-			Fence: l.Fence(), Called: called, Start: start}
+			Fence: l.Fence(), Called: called, Start: granted}
 		r.write(ss[i], false)
 	}
 	// Longer than a single lease's usual hold: work on several names at
@@ -995,6 +1017,7 @@ func (r *run) doWorker(m *lease.Manager, holder string, rng *rand.Rand) {
 			if !ok {
 				r.t.Errorf("Do's function context carries no lease")
 			} else {
+				r.grantedAt.Delete(l) // only holdSet reads it
 				s.Token, s.Fence = l.Token(), l.Fence()
 				if kind == KindLease {
 					r.write(s, false)
