@@ -138,7 +138,7 @@ type run struct {
 	// grantedAt is when each lease's own Acquire returned (*lease.Lease
 	// -> time.Time): a set's member is granted before the set is whole.
 	grantedAt sync.Map
-	firstErrs                                          sync.Map // error text prefix -> count (*atomic.Int64)
+	firstErrs sync.Map // error text prefix -> count (*atomic.Int64)
 }
 
 // write records a write of s's fence to its name's resource: to the
