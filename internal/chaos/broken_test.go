@@ -31,9 +31,10 @@ func TestChaosBroken(t *testing.T) {
 	base.kinds = "lease,permit,rw"
 
 	for _, c := range []struct {
-		mode  string
-		check func(t *testing.T, r *Report)
-		kinds string // when not base's
+		mode     string
+		check    func(t *testing.T, r *Report)
+		kinds    string        // when not base's
+		duration time.Duration // when not base's
 	}{
 		// The holder never hears of its loss: it goes on past its lease
 		// while another takes the name.
@@ -95,13 +96,16 @@ func TestChaosBroken(t *testing.T) {
 			if len(r.OutlivedServer) == 0 && len(r.Overlaps) == 0 {
 				t.Error("no set holder reported past its lease")
 			}
-		}, kinds: "lease,permit,rw,set"},
+		}, kinds: "lease,permit,rw,set", duration: 40 * time.Second},
 	} {
 		t.Run(c.mode, func(t *testing.T) {
 			t.Setenv("TENURE_BREAK", c.mode)
 			cfg := base
 			if c.kinds != "" {
 				cfg.kinds = c.kinds
+			}
+			if c.duration != 0 {
+				cfg.duration = c.duration
 			}
 			out := Run(t, cfg)
 			r := out.Report

@@ -939,7 +939,7 @@ func (r *run) holdSet(m *lease.Manager, holder string, rng *rand.Rand) bool {
 	// Longer than a single lease's usual hold: work on several names at
 	// once takes a while, and a set must be held across faults for a lost
 	// member to matter.
-	sleepCtx(set.Context(), r.between(rng, 0.2, 1.5))
+	sleepCtx(set.Context(), r.between(rng, 0.5, 2.5))
 	if set.Context().Err() == nil {
 		for _, s := range ss {
 			r.write(s, false)
