@@ -18,6 +18,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -305,12 +307,7 @@ func Names(ctx context.Context, c redis.UniversalClient, prefix, pattern string)
 	if err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // EscapeGlob escapes what Redis's glob matcher reads as special in s, so

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -230,17 +231,38 @@ func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Conte
 }
 
 // run is Do once l is held: fn under l, then l's release.
-func (l *Lease) run(ctx context.Context, fn func(ctx context.Context) error) (err error) {
-	m, name := l.m, l.name
-	fnCtx, cancel := context.WithCancelCause(l.Context())
+func (l *Lease) run(ctx context.Context, fn func(ctx context.Context) error) error {
+	return l.m.runHeld(ctx, held{ctx: l.Context(), err: l.Err, release: l.Release,
+		subject: strconv.Quote(l.name), which: fmt.Sprintf("the lease on %q", l.name),
+		logWhat: "tenure: release after Do failed; the lease expires by its TTL", logArgs: []any{"name", l.name, "fence", l.fence}}, fn)
+}
+
+// held is what Do and DoAll hold while fn runs: a lease or a Set.
+type held struct {
+	ctx     context.Context // ends when the hold does
+	err     func() error    // nil while held, then why it ended
+	release func(context.Context) error
+	subject string // for "lease: SUBJECT ended before the work returned"
+	which   string // for "(and WHICH ended before it returned)"
+	logWhat string // the warning when the release fails
+	logArgs []any
+}
+
+// runHeld runs fn with a context that ends with h or ctx, then releases
+// h, bounded by the op timeout even when ctx has ended, and returns fn's
+// error, or says that the hold ended before fn returned (wrapping ErrLost
+// when it was lost, or found lost by the release: fn may have run beside
+// another holder).
+func (m *Manager) runHeld(ctx context.Context, h held, fn func(ctx context.Context) error) (err error) {
+	fnCtx, cancel := context.WithCancelCause(h.ctx)
 	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
 	defer func() {
 		stop()
 		cancel(nil)
-		ended := l.Err()
+		ended := h.err()
 		rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.opTimeout)
 		defer rcancel()
-		rerr := l.Release(rctx)
+		rerr := h.release(rctx)
 		switch {
 		case ended != nil:
 		case errors.Is(rerr, ErrLost):
@@ -250,14 +272,13 @@ func (l *Lease) run(ctx context.Context, fn func(ctx context.Context) error) (er
 		case rerr != nil:
 			// The work is done; a failed release only leaves the name
 			// blocked until its TTL runs out.
-			m.cfg.logger.Warn("tenure: release after Do failed; the lease expires by its TTL",
-				"name", name, "fence", l.fence, "error", rerr)
+			m.cfg.logger.Warn(h.logWhat, append(h.logArgs, "error", rerr)...)
 		}
 		if ended != nil {
 			if err != nil {
-				err = fmt.Errorf("%w (and the lease on %q ended before it returned: %w)", err, name, ended)
+				err = fmt.Errorf("%w (and %s ended before it returned: %w)", err, h.which, ended)
 			} else {
-				err = fmt.Errorf("lease: %q ended before the work returned: %w", name, bare(ended))
+				err = fmt.Errorf("lease: %s ended before the work returned: %w", h.subject, bare(ended))
 			}
 		}
 	}()

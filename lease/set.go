@@ -51,7 +51,7 @@ func (m *Manager) TryAcquireAll(ctx context.Context, names []string, opts ...Acq
 // Set's context, and then releases them, as Do does for one name: the
 // error is fn's, or says which lease ended before fn returned (wrapping
 // ErrLost when one was lost).
-func (m *Manager) DoAll(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
+func (m *Manager) DoAll(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...AcquireOption) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrInvalidOption)
 	}
@@ -59,27 +59,9 @@ func (m *Manager) DoAll(ctx context.Context, names []string, fn func(ctx context
 	if err != nil {
 		return err
 	}
-	fnCtx, cancel := context.WithCancelCause(s.Context())
-	stop := context.AfterFunc(ctx, func() { cancel(context.Cause(ctx)) })
-	err = fn(fnCtx)
-	stop()
-	cancel(nil)
-	ended := s.Err()
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), m.cfg.opTimeout)
-	defer rcancel()
-	rerr := s.Release(rctx)
-	if ended == nil && errors.Is(rerr, ErrLost) {
-		ended = rerr // lost since the last renewal: fn may have run beside another holder
-	} else if rerr != nil && ended == nil {
-		m.cfg.logger.Warn("tenure: release after DoAll failed; the leases expire by their TTL", "names", s.Names(), "error", rerr)
-	}
-	if ended != nil {
-		if err != nil {
-			return fmt.Errorf("%w (and a lease of the set ended before it returned: %w)", err, ended)
-		}
-		return fmt.Errorf("lease: a lease of the set ended before the work returned: %w", ended)
-	}
-	return err
+	return m.runHeld(ctx, held{ctx: s.Context(), err: s.Err, release: s.Release,
+		subject: "a lease of the set", which: "a lease of the set",
+		logWhat: "tenure: release after DoAll failed; the leases expire by their TTL", logArgs: []any{"names", s.Names()}}, fn)
 }
 
 func (m *Manager) acquireAll(ctx context.Context, names []string, opts []AcquireOption, wait bool) (*Set, error) {

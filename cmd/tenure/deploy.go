@@ -9,9 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -339,12 +340,7 @@ func (cs *conns) scanNames(ctx context.Context, prefix, pattern string) ([]strin
 	if err := cs.enough(errs); err != nil {
 		return nil, err
 	}
-	names := make([]string, 0, len(seen))
-	for n := range seen {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names, nil
+	return slices.Sorted(maps.Keys(seen)), nil
 }
 
 // enough is nil when a majority of the nodes succeeded (every node, out
