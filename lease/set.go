@@ -100,7 +100,7 @@ func (m *Manager) acquireAll(ctx context.Context, names []string, opts []Acquire
 	// The Set's context keeps ctx's values, not its cancellation, as a
 	// Lease's does, and ends with the first member that ends.
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
-	if breakSetContext() { // tenure_broken builds only: broken_on.go
+	if broken && breakSetContext() { // tenure_broken builds only: broken_on.go
 		return s, nil
 	}
 	for _, l := range s.leases {

@@ -126,8 +126,10 @@ type run struct {
 	standby *redistest.Server
 	link    *redistest.Proxy
 
-	exact         []bool       // manager i's client does not retry commands
-	stallsPending atomic.Int64 // GC-like stalls waiting for a holder to take them
+	exact []bool // manager i's client does not retry commands
+	// GC-like stalls waiting for a holder to take them: of a single name,
+	// and (kind set) of a set of names.
+	stallsPending, setStallsPending atomic.Int64
 
 	attempts, acquired, acquireTimeouts, acquireErrors atomic.Int64
 	releases, releaseNotHeld, releaseErrors            atomic.Int64
@@ -687,19 +689,27 @@ func (r *run) clientFaults(rng *rand.Rand) {
 			p.ResetConnections()
 			r.rec.Fault(Fault{Kind: "client connections reset", Start: start, End: time.Now(), Detail: detail})
 		case "gcstall":
-			r.stallsPending.Add(1) // the next holder to take it records it
+			// The next holder to take it records it. Half go to holders
+			// of sets, which are a quarter of the loops: a set must be
+			// stalled now and then for its context's link to its
+			// members to matter.
+			if r.sets && rng.IntN(2) == 0 {
+				r.setStallsPending.Add(1)
+			} else {
+				r.stallsPending.Add(1)
+			}
 		}
 	}
 }
 
-// takeStall claims a pending stall, if any.
-func (r *run) takeStall() bool {
+// takeStall claims one of pending's stalls, if any.
+func takeStall(pending *atomic.Int64) bool {
 	for {
-		n := r.stallsPending.Load()
+		n := pending.Load()
 		if n <= 0 {
 			return false
 		}
-		if r.stallsPending.CompareAndSwap(n, n-1) {
+		if pending.CompareAndSwap(n, n-1) {
 			return true
 		}
 	}
@@ -759,7 +769,7 @@ func (r *run) worker(m *lease.Manager, exact bool, holder string, rng *rand.Rand
 		// A stall models a process paused past its lease: nothing renews
 		// the lease meanwhile (a paused process's watchdog is paused too),
 		// so it is taken without auto-renewal.
-		stall := r.takeStall()
+		stall := takeStall(&r.stallsPending)
 		var opts []lease.AcquireOption
 		if stall {
 			opts = append(opts, lease.WithAutoRenew(false))
@@ -885,8 +895,9 @@ func (r *run) hooks() lease.Hooks {
 // in a random order), writes to each under its own fence, works, writes
 // again while the set is live, and releases the set: one section a name,
 // each ending when the set's context ends (or the holder stops), since a
-// holder of a set works on all its names until then. It reports false when
-// the manager is closed.
+// holder of a set works on all its names until then. Now and then it stalls
+// past its leases and writes anyway, as worker's holders do. It reports
+// false when the manager is closed.
 func (r *run) holdSet(m *lease.Manager, holder string, rng *rand.Rand) bool {
 	var names []string
 	for _, n := range r.names {
@@ -896,12 +907,23 @@ func (r *run) holdSet(m *lease.Manager, holder string, rng *rand.Rand) bool {
 	}
 	rng.Shuffle(len(names), func(i, j int) { names[i], names[j] = names[j], names[i] })
 	names = names[:min(len(names), 2+rng.IntN(2))]
+	// A stalled set is taken without auto-renewal, as a stalled lease is:
+	// its members' contexts end at their local deadlines, and the set's
+	// with the first of them.
+	stall := takeStall(&r.setStallsPending)
+	var opts []lease.AcquireOption
+	if stall {
+		opts = append(opts, lease.WithAutoRenew(false))
+	}
 	actx, cancel := context.WithTimeout(r.ctx, 2*r.ttl)
 	r.attempts.Add(1)
 	r.setCalls.Add(1)
 	called := time.Now()
-	set, err := m.AcquireAll(actx, names)
+	set, err := m.AcquireAll(actx, names, opts...)
 	cancel()
+	if err != nil && stall {
+		r.setStallsPending.Add(1) // for the next holder of a set
+	}
 	switch {
 	case errors.Is(err, lease.ErrClosed):
 		return false
@@ -933,16 +955,26 @@ func (r *run) holdSet(m *lease.Manager, holder string, rng *rand.Rand) bool {
 			granted = at.(time.Time)
 		}
 		ss[i] = Section{ID: r.rec.NextID(), Name: l.Name(), Kind: KindLease, Holder: holder + " (set)", Token: l.Token(),
-			Fence: l.Fence(), Called: called, Start: granted}
+			Fence: l.Fence(), Called: called, Start: granted, Stalled: stall}
 		r.write(ss[i], false)
 	}
-	// Longer than a single lease's usual hold: work on several names at
-	// once takes a while, and a set must be held across faults for a lost
-	// member to matter.
-	sleepCtx(set.Context(), r.between(rng, 0.5, 2.5))
-	if set.Context().Err() == nil {
+	if stall {
+		// The holder stops looking at the set's context for longer than
+		// any of its leases, then writes to each name with its old fence.
+		time.Sleep(r.between(rng, 1.2, 2))
+		r.rec.Fault(Fault{Kind: "holder of a set stalled past its leases", Start: start, End: time.Now()})
 		for _, s := range ss {
-			r.write(s, false)
+			r.write(s, true)
+		}
+	} else {
+		// Longer than a single lease's usual hold: work on several names
+		// at once takes a while, and a set must be held across faults for
+		// a lost member to matter.
+		sleepCtx(set.Context(), r.between(rng, 0.5, 2.5))
+		if set.Context().Err() == nil {
+			for _, s := range ss {
+				r.write(s, false)
+			}
 		}
 	}
 	stopped := time.Now()
