@@ -16,8 +16,12 @@
 //     back.
 //   - A renewal answered "not held" (an error wrapping ErrNotHeld) loses the
 //     lease at once.
-//   - A renewal that fails or times out moves nothing, and is retried with
-//     backoff until the local deadline.
+//   - A renewal that fails moves nothing, and is retried with backoff until
+//     the local deadline. A renewal not yet answered is waited for until the
+//     batch's loss time (a slow answer still saves the lease), with a second
+//     attempt sent beside it once it has taken half an interval, or twice
+//     the round trips seen lately (one stuck on a dead connection is saved
+//     by the other); the first answer that decides wins.
 //   - A lease is lost a slack before its local deadline (Config.Slack),
 //     whether or not any answer came: a timer fires late on a loaded
 //     machine, and the lease's context must be cancelled by its deadline,
@@ -66,8 +70,11 @@ type Renewer[I any] interface {
 	// ErrNotHeld when the item is no longer held, and any other error when
 	// the outcome is unknown (a timeout, a broken connection), which the
 	// watchdog retries until the lease's deadline. A renewal must never
-	// shorten an item's life. Renew must return soon after ctx ends: the
-	// watchdog bounds it by the batch's earliest loss time.
+	// shorten an item's life. Renew should return soon after ctx ends: the
+	// watchdog bounds it by the batch's earliest loss time, and cancels it
+	// when another attempt has answered. The watchdog may call Renew twice
+	// at once with the same batch (a second attempt while the first is
+	// unanswered), each with errs of its own: Renew must not modify batch.
 	Renew(ctx context.Context, batch []Renewal[I], errs []error)
 }
 
@@ -155,9 +162,10 @@ type Watchdog[I any] struct {
 	behindAt         atomic.Int64
 	inflightBehindAt []atomic.Int64
 
-	// rtt is how long renewal round trips take, nanoseconds: a moving
-	// average of those answered, raised to the wait of one that was not.
-	// A batch is given at least twice that (see take).
+	// rtt is how long renewal round trips take, nanoseconds: the longest
+	// of those answered lately, decaying slowly (observeRTT), raised to
+	// the wait of one that was not. A second attempt waits at least twice
+	// that (see take).
 	rtt atomic.Int64
 
 	kick   chan struct{} // wakes the scheduler: the earliest event moved
@@ -566,6 +574,17 @@ type batch[I any] struct {
 	errs    []error
 	lost    []*Entry[I]
 	limit   int64 // when to give up on the reply, nanoseconds since base
+	// hedgeAt is when a second attempt goes out beside the first if
+	// that has not answered, nanoseconds since base; never for none.
+	hedgeAt int64
+	// sent is, for each entry, when the request whose answer settles it
+	// was sent, nanoseconds since base.
+	sent []int64
+	// The first attempt's answers.
+	errs1 []error
+	// leftRunning reports that an attempt still runs, reading reqs and
+	// writing errs1: the next batch must not reuse them.
+	leftRunning bool
 	// behindAt is when its most urgent lease is late (lateAt),
 	// nanoseconds since base.
 	behindAt int64
@@ -598,20 +617,22 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 	w.mu.Lock()
 	n := min(len(w.ready), w.cfg.BatchSize)
 	b.entries, b.reqs = b.entries[:0], b.reqs[:0]
-	// The request is abandoned, and the batch retried, at the earliest
-	// of its leases' deadlines or half their interval, but no sooner than
-	// twice the round trips seen lately (up to an interval, so that a
-	// connection gone dead is still given up in time for another try):
-	// waiting past a deadline cannot
-	// save the lease, and a fresh attempt may find a server that came
-	// back; but a server that is slow rather than gone answers late, and
-	// abandoning its answers only to send the same renewals again would
-	// add load where there is too much already, until every renewal
-	// failed. When more are ready than a batch holds, the nearest losses
-	// go first.
+	// A renewal is given until the earliest loss time of its batch: an
+	// answer that comes any sooner still saves every lease in it. Giving
+	// up earlier buys nothing on a link that is slow rather than gone,
+	// and costs much: go-redis drops a connection whose command timed
+	// out, and the retry pays a dial, HELLO and a cold script again,
+	// which on a slow link takes longer than the first attempt would
+	// have (every lease was lost so at a 600ms round trip and a 1s
+	// interval). A connection that died silently is the case a retry
+	// saves: for it a second attempt goes out beside the first, on
+	// another connection, once the first has taken half an interval or
+	// twice the round trips seen lately, whichever is longer; the first
+	// answer wins (see renew). When more are ready than a batch holds,
+	// the nearest losses go first.
 	now := w.now()
 	patience := 2 * w.rtt.Load()
-	b.limit, b.behindAt = never, never
+	b.limit, b.hedgeAt, b.behindAt = never, never, never
 	for range n {
 		e := heap.Pop(&w.ready).(*Entry[I])
 		if e.state != inflight {
@@ -619,7 +640,8 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 		}
 		b.entries = append(b.entries, e)
 		b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
-		b.limit = min(b.limit, e.lossAt, now+max(int64(e.interval/2), min(patience, int64(e.interval))))
+		b.limit = min(b.limit, e.lossAt)
+		b.hedgeAt = min(b.hedgeAt, now+max(int64(e.interval/2), patience))
 		b.behindAt = min(b.behindAt, w.lateAt(e))
 	}
 	for i, e := range b.entries {
@@ -637,17 +659,12 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 // renew sends b, applies the results and tells the holders.
 func (w *Watchdog[I]) renew(b *batch[I]) {
 	n := len(b.entries)
-	if cap(b.errs) < n {
-		b.errs = make([]error, n)
-	}
-	b.errs = b.errs[:n]
-	clear(b.errs)
-	sent := time.Now()
+	b.errs = resize(b.errs, n)
+	b.sent = resize(b.sent, n)
 	ctx, cancel := context.WithDeadline(w.ctx, w.time(b.limit))
-	w.renewer.Renew(ctx, b.reqs, b.errs)
-	w.observeRTT(time.Since(sent), ctx.Err() != nil)
+	w.attempt(ctx, b)
 	cancel()
-	b.lost = w.settle(b, w.at(sent))
+	b.lost = w.settle(b)
 	for _, e := range b.lost {
 		e.holder.Lost(e.reason) // set by settle, in this goroutine
 	}
@@ -658,15 +675,121 @@ func (w *Watchdog[I]) renew(b *batch[I]) {
 			e.holder.Renewed(b.errs[i])
 		}
 	}
+	if b.leftRunning {
+		b.reqs, b.errs1 = nil, nil
+	}
 }
 
-// observeRTT updates the round-trip estimate with one batch's: took, or
-// at least took when the batch was given up.
+// resize returns s with length n, cleared, reusing its array.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		s = make([]T, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// attempt sends b's renewals, and a second attempt beside the first if
+// that has not answered by b.hedgeAt, and returns once one of them has
+// answered for every lease, or both have returned. It leaves in b.errs and
+// b.sent, for each lease, the answer that settles it and when its request
+// was sent. Each attempt runs in a goroutine of its own: go-redis does not
+// return on a cancelled context, only at its deadline (the batch's loss
+// time), so an attempt stuck on a dead connection is left to end by
+// itself, with the slices it reads, while the worker goes on.
+func (w *Watchdog[I]) attempt(ctx context.Context, b *batch[I]) {
+	b.leftRunning = false
+	done := make(chan answer, 2)
+	b.errs1 = resize(b.errs1, len(b.entries))
+	w.wg.Add(1)
+	go w.send(ctx, b.reqs, b.errs1, done)
+	running, answered := 1, 0
+	var hedge <-chan time.Time
+	if b.hedgeAt < b.limit {
+		t := time.NewTimer(time.Duration(b.hedgeAt - w.now()))
+		defer t.Stop()
+		hedge = t.C
+	}
+	for running > 0 {
+		select {
+		case <-hedge:
+			hedge = nil
+			running++
+			w.wg.Add(1)
+			go w.send(ctx, b.reqs, make([]error, len(b.reqs)), done)
+			continue
+		case a := <-done:
+			running--
+			b.merge(a, answered == 0)
+			answered++
+		}
+		if decided(b.errs) || running == 0 && hedge == nil {
+			break
+		}
+		if running == 0 {
+			return // the first failed before a second was due: retry later
+		}
+	}
+	b.leftRunning = running > 0
+}
+
+// An answer is one attempt's: its errors, and when it was sent.
+type answer struct {
+	errs []error
+	sent int64
+}
+
+// send is one attempt, in a goroutine of its own.
+func (w *Watchdog[I]) send(ctx context.Context, reqs []Renewal[I], errs []error, done chan<- answer) {
+	defer w.wg.Done()
+	sent := w.now()
+	w.renewer.Renew(ctx, reqs, errs)
+	w.observeRTT(time.Duration(w.now()-sent), ctx.Err() != nil)
+	done <- answer{errs: errs, sent: sent}
+}
+
+// merge takes an attempt's answer into b.errs and b.sent: all of it when it
+// is the first, else each renewal it decided that the earlier did not, or
+// found not held.
+func (b *batch[I]) merge(a answer, first bool) {
+	for i, err := range a.errs {
+		if first || !errors.Is(b.errs[i], ErrNotHeld) && (err == nil || errors.Is(err, ErrNotHeld)) {
+			b.errs[i], b.sent[i] = err, a.sent
+		}
+	}
+}
+
+// decided reports whether every renewal's outcome is known: renewed, or
+// not held.
+func decided(errs []error) bool {
+	for _, err := range errs {
+		if err != nil && !errors.Is(err, ErrNotHeld) {
+			return false
+		}
+	}
+	return true
+}
+
+func fill[T any](s []T, v T) {
+	for i := range s {
+		s[i] = v
+	}
+}
+
+// observeRTT updates the round-trip estimate with one attempt's: took,
+// or at least took when the attempt was given up. The estimate rises at
+// once and falls slowly, as a timeout's should: a link that just slowed
+// down must not see its next renewals hedged for round trips it already
+// showed it takes.
 func (w *Watchdog[I]) observeRTT(took time.Duration, gaveUp bool) {
 	d := int64(took)
 	for {
 		old := w.rtt.Load()
 		est := old + (d-old)/8
+		if d > old {
+			est = d
+		}
 		if gaveUp {
 			est = max(old, d)
 		}
@@ -679,7 +802,7 @@ func (w *Watchdog[I]) observeRTT(took time.Duration, gaveUp bool) {
 // settle applies a batch's results and returns the leases found lost. A
 // success counts for the TTL that was sent (b.reqs[i].TTL), not the lease's
 // current one, which an Extend may have changed meanwhile.
-func (w *Watchdog[I]) settle(b *batch[I], sent int64) []*Entry[I] {
+func (w *Watchdog[I]) settle(b *batch[I]) []*Entry[I] {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()
@@ -690,6 +813,7 @@ func (w *Watchdog[I]) settle(b *batch[I], sent int64) []*Entry[I] {
 		}
 		switch err := b.errs[i]; {
 		case err == nil:
+			sent := b.sent[i]
 			w.moveDeadline(e, sent, b.reqs[i].TTL)
 			if !b.reqs[i].Light {
 				e.fullAt = sent
