@@ -93,9 +93,12 @@ func (r *Redis) renewCalls(items []Item) []*renewCall {
 			calls = append(calls, &renewCall{idx: []int{i}, keys: keys, args: append([]any(nil), argv.slice()...)})
 			continue
 		}
+		key := r.layout.Lease(it.Name)
 		g := group{ttl: it.TTL}
 		if r.batch == batchSlots {
-			g.slot = slot(it.Name)
+			// The slot of the key, not of the name: a name's own braces
+			// ("x{t}") pick a tag other than the key's ("x{t").
+			g.slot = slot(key)
 		}
 		c := open[g]
 		if c == nil || len(c.idx) == renewBatchMax {
@@ -104,7 +107,7 @@ func (r *Redis) renewCalls(items []Item) []*renewCall {
 			calls = append(calls, c)
 		}
 		c.idx = append(c.idx, i)
-		c.keys = append(c.keys, r.layout.Lease(it.Name))
+		c.keys = append(c.keys, key)
 		c.args = append(c.args, it.Token)
 		if !it.Light {
 			c.fences = append(c.fences, r.layout.Fence(it.Name))

@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/internal/redistest"
+	tlease "github.com/tenure-go/tenure/lease"
 )
 
 // Renewal of many leases at once (renew_leases.lua, in calls of a few
@@ -115,5 +121,160 @@ func renewMany(t *testing.T, client, raw redis.UniversalClient) {
 	// The thief's lease is untouched.
 	if ttl := raw.PTTL(ctx, "p:{n1}").Val(); ttl < 59*time.Minute {
 		t.Errorf("another holder's TTL changed to %v", ttl)
+	}
+}
+
+// Names whose braces pick a hash tag of their keys other than the name's
+// own ("x{t}": its keys hash "x{t", the name alone "t"), in families of
+// one key slot so that renewals can be batched, each beside a name of
+// the slot the name alone hashes to ("t"). Renewals grouped by the name's
+// own slot mixed slots in one call, which failed CROSSSLOT on every retry
+// until the leases were lost.
+var braceNames = []string{
+	"x{t}", "x{t}y", "x{t}{u}", "t",
+	"{a}", "{a}}", "{a}b{c}", "a", "a}b{", "a}c",
+	"job{7}", "job{7}:b", "7",
+	"{{a}}", "{}", "\u00e9{\u00fc}",
+}
+
+// On a Cluster, the slot renewals are grouped by is the server's own
+// (CLUSTER KEYSLOT) for names of any bytes and braces, and leases with
+// such names are kept, their renewals batched.
+func TestClusterBraceNames(t *testing.T) {
+	cl := redistest.NewCluster(t, 3, 0)
+	t.Run("SlotIsKeyslot", func(t *testing.T) { slotIsKeyslot(t, cl.Nodes()[0].Client(t)) })
+	t.Run("LeasesKept", func(t *testing.T) { braceLeasesKept(t, cl.Client(t)) })
+}
+
+// slotIsKeyslot compares the backend's slot of the lease and fence keys of
+// a few hundred names of braces and other bytes (seeded, so a failure
+// repeats) with node's CLUSTER KEYSLOT.
+func slotIsKeyslot(t *testing.T, node *redis.Client) {
+	ctx := context.Background()
+	l := keys.Layout{Prefix: keys.DefaultPrefix}
+	rnd := rand.New(rand.NewPCG(31, 4))
+	alphabet := []string{"a", "b", "t", "7", ":", "{", "}", "{", "}", "\u00e9", "\u4e16", "\x00", " "}
+	var ks []string
+	for len(ks) < 2*400 {
+		var b strings.Builder
+		for range 1 + rnd.IntN(10) {
+			b.WriteString(alphabet[rnd.IntN(len(alphabet))])
+		}
+		if name := b.String(); keys.CheckName(name) == nil {
+			ks = append(ks, l.Lease(name), l.Fence(name))
+		}
+	}
+	for _, n := range braceNames {
+		ks = append(ks, l.Lease(n), l.Fence(n))
+	}
+	cmds := make([]*redis.IntCmd, len(ks))
+	if _, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range ks {
+			cmds[i] = p.ClusterKeySlot(ctx, k)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for i, k := range ks {
+		if got, want := backend.Slot(k), int(cmds[i].Val()); got != want {
+			t.Errorf("slot(%q) = %d, CLUSTER KEYSLOT %d", k, got, want)
+		}
+	}
+}
+
+// braceLeasesKept holds leases of braceNames at a short TTL for several
+// TTLs through cc: none may be lost, no call refused CROSSSLOT, and some
+// calls renewed several leases.
+func braceLeasesKept(t *testing.T, cc *redis.ClusterClient) {
+	ctx := context.Background()
+	h := &renewHook{layout: keys.Layout{Prefix: tlease.DefaultKeyPrefix}}
+	cc.AddHook(h)
+	const ttl = time.Second
+	m, err := tlease.New(cc, tlease.WithTTL(ttl), tlease.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	held := make([]*tlease.Lease, len(braceNames))
+	for i, n := range braceNames {
+		if held[i], err = m.Acquire(ctx, n); err != nil {
+			t.Fatalf("%q: %v", n, err)
+		}
+	}
+	time.Sleep(4 * ttl) // a dozen renewals each
+	for _, l := range held {
+		if err := l.Err(); err != nil || l.Context().Err() != nil {
+			t.Errorf("%q lost: %v (context: %v)", l.Name(), err, context.Cause(l.Context()))
+		}
+	}
+	if n := h.crossSlot.Load(); n > 0 {
+		t.Errorf("%d script calls refused CROSSSLOT", n)
+	}
+	if h.batched.Load() == 0 {
+		t.Error("no call renewed two leases: renewals were not batched")
+	}
+	t.Logf("%d calls renewed several leases, %d of them in all", h.batched.Load(), h.inBatches.Load())
+	for _, l := range held {
+		if err := l.Release(ctx); err != nil {
+			t.Errorf("%q: release: %v", l.Name(), err)
+		}
+	}
+}
+
+// renewHook counts, of the script calls a client sends, those given the
+// lease keys of several names (renew_leases.lua's batches) and those the
+// server refused CROSSSLOT.
+type renewHook struct {
+	layout                        keys.Layout
+	batched, inBatches, crossSlot atomic.Int64
+}
+
+func (h *renewHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *renewHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		err := next(ctx, cmd)
+		h.saw(cmd)
+		return err
+	}
+}
+
+func (h *renewHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		err := next(ctx, cmds)
+		for _, c := range cmds {
+			h.saw(c)
+		}
+		return err
+	}
+}
+
+func (h *renewHook) saw(cmd redis.Cmder) {
+	if name := cmd.Name(); name != "evalsha" && name != "eval" {
+		return
+	}
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "CROSSSLOT") {
+		h.crossSlot.Add(1)
+		return
+	}
+	args := cmd.Args()
+	if len(args) < 3 || cmd.Err() != nil {
+		return
+	}
+	n, _ := args[2].(int)
+	leases := 0
+	for _, k := range args[3:min(3+n, len(args))] {
+		s, ok := k.(string)
+		if p, isPtr := k.(*string); isPtr { // the backend's keys (script.call)
+			s, ok = *p, true
+		}
+		if _, isLease := h.layout.NameOf(s); ok && isLease {
+			leases++
+		}
+	}
+	if leases > 1 {
+		h.batched.Add(1)
+		h.inBatches.Add(int64(leases))
 	}
 }

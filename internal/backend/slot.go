@@ -4,8 +4,11 @@ import "strings"
 
 // slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
 // tag, or of the whole key when it has none, modulo 16384. The renewal of
-// many leases in one script call groups them by it: a script's keys must
-// share a slot.
+// many leases in one script call groups them by the slot of their lease
+// keys: a script's keys must share a slot. Every key of a name N is P{N}...
+// with no brace in P, so its tag is N up to N's first '}' (all of N when
+// it has none), whatever follows: the fence key shares the lease key's
+// slot, which slot(N) need not be.
 func slot(key string) int {
 	if i := strings.IndexByte(key, '{'); i >= 0 {
 		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {

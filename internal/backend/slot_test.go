@@ -2,9 +2,13 @@ package backend
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // The slots Redis Cluster's specification and CLUSTER KEYSLOT give.
@@ -55,3 +59,109 @@ type proto string
 
 func (e proto) Error() string { return string(e) }
 func (proto) RedisError()     {}
+
+// Names whose own braces pick a hash tag other than their keys' ("x{t}"
+// hashes "t", its key P{x{t}} hashes "x{t"), each beside a name of the
+// slot the name alone hashes to ("t"), or of its keys' tag ("a}b{" and
+// "a"): grouped by the name, a renewal call mixes slots (CROSSSLOT) or
+// splits one.
+var braceNames = []string{
+	"x{t}", "t", "x{t}y", "{a}", "a", "{a}}", "{a}b{c}", "job{7}", "7", "job{7}:b",
+	"a}b{", "a}c", "{}", "{{a}}", "{a", "é{ü}", "ü", "世{界}", "界", "{", "x{}y",
+}
+
+// keysOf returns every key and channel the layout builds for name, the
+// lease key first: the ones a script of one name is given (acquire.lua's,
+// permit.lua's, release.lua's) and the ones renew_leases.lua is given for
+// several names (lease and fence).
+func keysOf(l Layout, name string) []string {
+	ks := []string{l.Lease(name), l.Fence(name), l.Channel(name), l.Retired(name, "0123456789abcdef.h"),
+		l.Queue(name), l.QueueExpiry(name), l.Permits(name), l.Leader(name), l.LeaderChanged(name)}
+	ks = append(ks, l.PermitKeys(name, "tok")...)
+	return append(ks, l.ReleaseKeys(name, "op")...)
+}
+
+// checkSlots fails t unless every key of name has its lease key's slot.
+func checkSlots(t *testing.T, l Layout, name string) {
+	t.Helper()
+	ks := keysOf(l, name)
+	for _, k := range ks[1:] {
+		if slot(k) != slot(ks[0]) {
+			t.Fatalf("name %q: %q in slot %d, its lease key %q in %d", name, k, slot(k), ks[0], slot(ks[0]))
+		}
+	}
+}
+
+// checkGrouping fails t unless a Cluster backend's renewal of names (one
+// TTL) puts each renew_leases.lua call's keys in one slot, and the leases
+// of one slot in one call.
+func checkGrouping(t *testing.T, prefix string, names []string) {
+	t.Helper()
+	r := &Redis{layout: Layout{Prefix: prefix}, batch: batchSlots}
+	items := make([]Item, len(names))
+	slots := map[int]bool{}
+	for i, n := range names {
+		items[i] = Item{Name: n, Token: "tok", TTL: time.Second}
+		slots[slot(r.layout.Lease(n))] = true
+	}
+	calls := r.renewCalls(items)
+	for _, c := range calls {
+		for _, k := range c.keys {
+			if slot(k) != slot(c.keys[0]) {
+				t.Fatalf("one call holds %q (slot %d) and %q (slot %d)", c.keys[0], slot(c.keys[0]), k, slot(k))
+			}
+		}
+	}
+	if len(calls) != len(slots) {
+		t.Fatalf("%d names of %d slots renewed in %d calls", len(names), len(slots), len(calls))
+	}
+}
+
+func TestRenewCallsGroupBySlotOfKey(t *testing.T) {
+	for _, n := range braceNames {
+		if err := keys.CheckName(n); err != nil {
+			t.Fatalf("%q: %v", n, err)
+		}
+		checkSlots(t, Layout{Prefix: keys.DefaultPrefix}, n)
+	}
+	checkGrouping(t, keys.DefaultPrefix, braceNames)
+	checkGrouping(t, "", braceNames)
+}
+
+// tagOf is what Cluster would hash of s alone: the text between its first
+// '{' and the next '}' when not empty. The fuzz renews each name beside
+// it, the name that grouping by the name's own slot would mix it with.
+func tagOf(s string) string {
+	if i := strings.IndexByte(s, '{'); i >= 0 {
+		if j := strings.IndexByte(s[i+1:], '}'); j > 0 {
+			return s[i+1 : i+1+j]
+		}
+	}
+	return s
+}
+
+// For every name CheckName accepts, under any prefix CheckPrefix accepts,
+// all of its keys share its lease key's slot, and renewals group by it.
+func FuzzRenewCallsSlots(f *testing.F) {
+	for _, n := range braceNames {
+		f.Add("tenure:", n, "t")
+	}
+	f.Add("tenure:", "a}b{", "{}")
+	f.Add("p:", "{{a}}", "\u00e9}\u00e8{")
+	f.Add("", "\x00{\xff}", "日本{語}")
+	f.Fuzz(func(t *testing.T, prefix, a, b string) {
+		if keys.CheckPrefix(prefix) != nil || keys.CheckName(a) != nil || keys.CheckName(b) != nil {
+			t.Skip()
+		}
+		l := Layout{Prefix: prefix}
+		checkSlots(t, l, a)
+		checkSlots(t, l, b)
+		names := []string{a, b}
+		for _, n := range []string{tagOf(a), tagOf(b)} {
+			if keys.CheckName(n) == nil {
+				names = append(names, n)
+			}
+		}
+		checkGrouping(t, prefix, names)
+	})
+}
