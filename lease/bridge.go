@@ -81,6 +81,14 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
+			if f, ok := b.(*backend.Fake); ok {
+				// A Redis client ends a command the server does not
+				// answer at its read timeout, whatever the context: the
+				// in-memory server's client ends it at the op timeout, or
+				// an unreachable server would hold Release(context.Background())
+				// for ever, and a test under testing/synctest would never end.
+				b = f.WithTimeout(cfg.opTimeout)
+			}
 			return newManager(b, cfg), nil
 		},
 	})

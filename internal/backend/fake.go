@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 )
@@ -17,7 +18,19 @@ import (
 // fair request (Request.Queue > 0) and a permit's (Request.Limit > 0) with
 // an error wrapping errors.ErrUnsupported rather than serve them as
 // something else.
+//
+// A Fake is one client of the in-memory server; WithTimeout gives another
+// client of the same server.
 type Fake struct {
+	*fakeServer
+	// timeout ends a call the server does not answer (SetHang) even when
+	// its context would end later or never, as a Redis client's read
+	// timeout does; 0: only the context ends it.
+	timeout time.Duration
+}
+
+// fakeServer is the state every client of one Fake shares.
+type fakeServer struct {
 	mu      sync.Mutex
 	keys    map[string]fakeKey
 	fences  map[string]int64
@@ -59,10 +72,27 @@ var (
 	errFakePermits = fmt.Errorf("fake backend: semaphores: %w", errors.ErrUnsupported)
 )
 
-// NewFake returns an empty Fake.
+// NewFake returns an empty Fake, whose calls to a hung server wait for
+// their contexts alone.
 func NewFake() *Fake {
-	return &Fake{keys: map[string]fakeKey{}, fences: map[string]int64{}, retired: map[retiredKey]retiredMark{}, calls: map[string]int{}}
+	return &Fake{fakeServer: &fakeServer{keys: map[string]fakeKey{}, fences: map[string]int64{}, retired: map[retiredKey]retiredMark{}, calls: map[string]int{}}}
 }
+
+// WithTimeout returns another client of f's server whose calls, while the
+// server hangs, fail after d if their contexts have not ended by then, as
+// a go-redis command the server does not answer fails after the client's
+// read timeout. A call with a context that never ends
+// (Release(context.Background())) then ends too, as it does on Redis,
+// instead of blocking for ever, and with it a test under testing/synctest.
+func (f *Fake) WithTimeout(d time.Duration) *Fake {
+	return &Fake{fakeServer: f.fakeServer, timeout: d}
+}
+
+// ErrFakeTimeout is what a call to a hung server fails with once its
+// client's timeout (WithTimeout) runs out. It wraps os.ErrDeadlineExceeded,
+// as go-redis's "i/o timeout" does, and its outcome is unknown
+// (MaybeApplied), as on Redis.
+var ErrFakeTimeout = fmt.Errorf("fake backend: no answer (unreachable): %w", os.ErrDeadlineExceeded)
 
 // SetFault makes every call of op ("acquire", "renew", "release") that
 // fault answers with a non-nil error fail with that error, unapplied.
@@ -74,7 +104,10 @@ func (f *Fake) SetFault(fault func(op string) error) {
 }
 
 // SetHang makes every call block until its context ends, as a paused server
-// or a black-holed connection does, and then fail with the context's error.
+// or a black-holed connection does, and then fail with the context's error;
+// or, on a client with a timeout (WithTimeout), until that runs out first,
+// and then fail with ErrFakeTimeout. Clearing it does not answer the calls
+// already hung: their requests were lost.
 func (f *Fake) SetHang(on bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -147,8 +180,7 @@ func (f *Fake) begin(ctx context.Context, op string) error {
 	f.calls[op]++
 	if f.hang {
 		f.mu.Unlock()
-		<-ctx.Done()
-		return ctx.Err()
+		return f.noAnswer(ctx)
 	}
 	if f.fault != nil {
 		if err := f.fault(op); err != nil {
@@ -157,6 +189,28 @@ func (f *Fake) begin(ctx context.Context, op string) error {
 		}
 	}
 	return nil
+}
+
+// noAnswer waits, as a client does for an answer that never comes, for
+// ctx to end or the client's timeout to run out. Its timer runs on
+// testing/synctest's fake clock inside a bubble.
+func (f *Fake) noAnswer(ctx context.Context) error {
+	// A deadline no later than the timeout wins alone: were both to fire
+	// at one instant (a clean-up bounded by the op timeout, on a client
+	// whose timeout is the op timeout), which error came out would be
+	// chance, even on a fake clock.
+	if d, ok := ctx.Deadline(); f.timeout <= 0 || ok && time.Until(d) <= f.timeout {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	t := time.NewTimer(f.timeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return ErrFakeTimeout
+	}
 }
 
 // mark remembers the request id on name for d.

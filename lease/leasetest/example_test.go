@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/tenure-go/tenure/lease"
@@ -28,4 +29,33 @@ func Example() {
 	fmt.Println("lost:", errors.Is(err, lease.ErrLost))
 	// Output:
 	// lost: true
+}
+
+// A unit test of code that must stop when its server stops answering: the
+// lease's context ends by its local deadline, before the server's TTL runs
+// out, and a deferred Release gives up once the op timeout has passed, as
+// a Redis client's read timeout would end it. Inside testing/synctest's
+// bubble the same test takes no real time.
+func ExampleServer_SetUnreachable() {
+	srv := leasetest.NewServer()
+	m, err := srv.NewManager(lease.WithTTL(300*time.Millisecond), lease.WithOpTimeout(100*time.Millisecond),
+		lease.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	l, err := m.Acquire(context.Background(), "nightly-report")
+	if err != nil {
+		panic(err)
+	}
+	srv.SetUnreachable(true) // as a network partition does
+	<-l.Done()               // no renewal is answered
+	fmt.Println("lost:", errors.Is(context.Cause(l.Context()), lease.ErrLost))
+
+	err = l.Release(context.Background()) // returns after the op timeout
+	fmt.Println("release says lost:", errors.Is(err, lease.ErrLost))
+	// Output:
+	// lost: true
+	// release says lost: true
 }

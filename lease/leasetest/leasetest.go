@@ -12,10 +12,37 @@
 //	<-l.Done()        // context.Cause(l.Context()) is lease.ErrLost
 //
 // Loss is found the way it is on Redis: at the lease's next renewal, or at
-// its local deadline when the server does not answer (SetUnreachable). Run
-// the test inside testing/synctest's bubble and the watchdog's timers run
-// on the bubble's fake clock (the in-memory TTLs follow time.Now), so such
-// a test takes no real time and always sees the same order of events.
+// its local deadline when the server does not answer (SetUnreachable).
+//
+// An unreachable server answers nothing, yet no request waits on it for
+// ever: it fails once the manager's op timeout (lease.WithOpTimeout, 5s by
+// default) has passed, unless its context ended first, as a Redis client's
+// read timeout ends a command nobody answers. So a deferred
+// Release(context.Background()), as the README writes it, returns after
+// the op timeout, with lease.ErrLost when the lease was lost meanwhile.
+//
+// # Under testing/synctest
+//
+// Run the test inside testing/synctest's bubble and the watchdog's timers,
+// the op timeouts of an unreachable server and the in-memory TTLs (which
+// follow time.Now) all run on the bubble's fake clock, so such a test
+// takes no real time and always sees the same order of events:
+//
+//	synctest.Test(t, func(t *testing.T) {
+//		srv := leasetest.NewServer()
+//		m, _ := srv.NewManager()
+//		defer m.Close()
+//		l, _ := m.Acquire(ctx, "job")
+//		defer l.Release(context.Background()) // gives up at the op timeout
+//		srv.SetUnreachable(true)
+//		<-l.Done() // by the local deadline: under 30s of fake time
+//		// context.Cause(l.Context()) is lease.ErrLost
+//	})
+//
+// Create the managers inside the bubble and close them there: a manager's
+// goroutines live in the bubble, and synctest.Test fails with "deadlock:
+// main bubble goroutine has exited but blocked goroutines remain" when the
+// test returns with one still open.
 //
 // The in-memory server answers as tenure's Redis backend does; the same
 // contract tests run against both (internal/backend/contract_test.go). It
@@ -46,7 +73,9 @@ func NewServer() *Server { return &Server{fake: backend.NewFake()} }
 
 // NewManager returns a manager whose leases live in s, configured by opts
 // as lease.New configures one (options about the Redis connection, such as
-// WithReplicas, have nothing to act on). Close it as any manager.
+// WithReplicas, have nothing to act on). Its op timeout (WithOpTimeout)
+// also plays the Redis client's read timeout: see SetUnreachable. Close it
+// as any manager.
 func (s *Server) NewManager(opts ...lease.Option) (*lease.Manager, error) {
 	args := make([]any, len(opts))
 	for i, o := range opts {
@@ -69,11 +98,17 @@ func (s *Server) TakeOver(name string, ttl time.Duration) {
 	s.fake.Set(name, "leasetest-other-holder", ttl)
 }
 
-// SetUnreachable makes every request hang until its context ends, as a
-// paused server or a network partition does (false ends it). A lease then
-// expires: no renewal is confirmed, and its context ends by its local
-// deadline with cause lease.ErrLost (EndInfo.Loss lease.LossExpired),
-// before the server's TTL could run out.
+// SetUnreachable makes every request go unanswered, as a paused server or
+// a network partition does: it hangs until its context ends or its
+// manager's op timeout (lease.WithOpTimeout) has passed, whichever comes
+// first, and then fails, its outcome unknown: with the context's error, or
+// with an error wrapping os.ErrDeadlineExceeded, as a Redis client's read
+// timeout does. A lease then expires: no renewal is confirmed, and its
+// context ends by its local deadline with cause lease.ErrLost
+// (EndInfo.Loss lease.LossExpired), before the server's TTL could run out.
+// Release and Close return after at most the op timeout. false makes the
+// server answer again, from the next request on: those already sent stay
+// unanswered, as lost packets do.
 func (s *Server) SetUnreachable(on bool) { s.fake.SetHang(on) }
 
 // Fail makes every request of the kind op names ("acquire", "renew",

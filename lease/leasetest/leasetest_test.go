@@ -3,6 +3,8 @@ package leasetest_test
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"os"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -198,4 +200,97 @@ func TestFailAndFlush(t *testing.T) {
 			t.Fatalf("fence %d after a flush, not above %d", l2.Fence(), l.Fence())
 		}
 	})
+}
+
+// A user's test written as the README writes a lease (a deferred Release
+// with context.Background()), inside testing/synctest, with the server
+// unreachable: it ends, the lease lost with ErrLost at its local deadline.
+// The deferred Release once waited for ever for an answer from the hung
+// server, and the watchdog's timer kept the bubble's clock running, so
+// the test never ended.
+func TestUnreachableUserTestEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := leasetest.NewServer()
+		m, err := srv.NewManager(lease.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		l, err := m.Acquire(context.Background(), "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release(context.Background())
+		srv.SetUnreachable(true)
+		<-l.Done()
+		if cause := context.Cause(l.Context()); !errors.Is(cause, lease.ErrLost) || !errors.Is(l.Err(), lease.ErrLost) {
+			t.Fatalf("cause %v, Err %v: want ErrLost", cause, l.Err())
+		}
+		if now := time.Now(); now.After(l.Deadline()) {
+			t.Fatalf("lost %v after the local deadline", now.Sub(l.Deadline()))
+		}
+	})
+}
+
+// Release with a context that never ends, against an unreachable server,
+// returns once the manager's op timeout runs out (as a Redis client's read
+// timeout ends it), with an error saying the outcome is unknown, whether
+// the lease was still held or already lost to its deadline. Times are the
+// bubble's fake clock.
+func TestUnreachableReleaseBoundedByOpTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		opts      []lease.Option
+		opTimeout time.Duration
+	}{
+		{"default op timeout", nil, 5 * time.Second},
+		{"WithOpTimeout", []lease.Option{lease.WithOpTimeout(2 * time.Second)}, 2 * time.Second},
+	} {
+		t.Run(tc.name+"/held", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := leasetest.NewServer()
+				m := manager(t, srv, append([]lease.Option{lease.WithTTL(time.Minute)}, tc.opts...)...)
+				l, err := m.Acquire(context.Background(), "job")
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv.SetUnreachable(true)
+				start := time.Now()
+				err = l.Release(context.Background())
+				if took := time.Since(start); took != tc.opTimeout {
+					t.Fatalf("Release returned after %v, want the op timeout %v", took, tc.opTimeout)
+				}
+				if !errors.Is(err, os.ErrDeadlineExceeded) || errors.Is(err, lease.ErrNotHeld) {
+					t.Fatalf("Release = %v, want an error wrapping os.ErrDeadlineExceeded", err)
+				}
+				if cause := context.Cause(l.Context()); cause != lease.ErrReleased {
+					t.Fatalf("cause %v, want ErrReleased", cause)
+				}
+				// The delete never arrived: the name expires by its TTL.
+				if held, _ := srv.Holder("job"); !held {
+					t.Fatal("an unreachable server applied the release")
+				}
+			})
+		})
+		t.Run(tc.name+"/lost", func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := leasetest.NewServer()
+				m := manager(t, srv, append([]lease.Option{lease.WithTTL(3 * time.Second)}, tc.opts...)...)
+				l, err := m.Acquire(context.Background(), "job")
+				if err != nil {
+					t.Fatal(err)
+				}
+				srv.SetUnreachable(true)
+				<-l.Done()
+				start := time.Now()
+				err = l.Release(context.Background())
+				if took := time.Since(start); took != tc.opTimeout {
+					t.Fatalf("Release returned after %v, want the op timeout %v", took, tc.opTimeout)
+				}
+				if !errors.Is(err, lease.ErrNotHeld) || !errors.Is(err, lease.ErrLost) {
+					t.Fatalf("Release = %v, want ErrNotHeld and ErrLost", err)
+				}
+			})
+		})
+	}
 }
