@@ -17,10 +17,10 @@ type downgrader interface {
 
 // downgrade replaces the lease w, a plain lease of m, with one permit of
 // the semaphore of n permits of w's name, in one script, and returns the
-// permit's lease, renewed by the watchdog. w ends with ErrReleased. When
-// the outcome is unknown w ends with ErrLost, and both the permit's
-// request and w are taken back in the background, so that neither blocks
-// the name (S7).
+// permit's lease, renewed by the watchdog. w ends with ErrReleased before
+// the script is sent, whatever its outcome. When the outcome is unknown
+// both the permit's request and w are taken back in the background, so
+// that neither blocks the name (S7).
 func (m *Manager) downgrade(ctx context.Context, w *Lease, n int, opts []AcquireOption) (l *Lease, err error) {
 	switch {
 	case w == nil:
@@ -50,43 +50,50 @@ func (m *Manager) downgrade(ctx context.Context, w *Lease, n int, opts []Acquire
 			}()
 		}
 	}
-	if err := w.Err(); err != nil {
-		return nil, fmt.Errorf("%w: %q: %w", ErrNotHeld, w.name, bare(err))
-	}
 	if !m.bg.enter() {
 		return nil, ErrClosed
 	}
 	defer m.bg.leave()
-	req := backend.Request{Name: w.name, Token: m.token(a), TTL: a.ttl, Limit: n}
-	sent := time.Now()
-	f, err := be.Downgrade(ctx, w.item(), req)
-	switch {
-	case errors.Is(err, backend.ErrNotHeld):
-		w.takenOver(err)
-		return nil, fmt.Errorf("%w: %q: the downgrade found the write lock gone: %w", ErrNotHeld, w.name, bare(ErrLost))
-	case err != nil:
-		// Maybe applied: the writer's token may hold the name still, or
-		// the permit may. End the writer's lease now (S1) and take back
-		// both.
-		if m.wd.Remove(w.entry) == nil {
-			w.end(ErrLost)
-		}
-		m.abandonLater(req)
-		m.releaseLater(w.item())
-		return nil, fmt.Errorf("lease: downgrade %q: %w (the write lock has ended)", w.name, err)
-	}
-	// The writer's token no longer holds the name: its lease ends,
-	// released, and the permit's begins.
+	return m.downgradeHeld(ctx, be, w, a, n)
+}
+
+// downgradeHeld ends w and sends the downgrade. The write lock's context
+// ends before the script is sent, as Release ends a lease before its
+// delete: the server lets waiting readers in as soon as it runs the
+// script, while its answer may still be on its way back, and no reader
+// may enter while the writer's context is live (S1).
+func (m *Manager) downgradeHeld(ctx context.Context, be downgrader, w *Lease, a acquireConfig, n int) (*Lease, error) {
 	if reason := m.wd.Remove(w.entry); reason != nil {
 		w.lost(reason)
 	}
-	w.end(ErrReleased)
+	if !w.end(ErrReleased) {
+		return nil, fmt.Errorf("%w: %q: %w", ErrNotHeld, w.name, bare(w.Err()))
+	}
+	item := w.item()
+	req := backend.Request{Name: w.name, Token: m.token(a), TTL: a.ttl, Limit: n}
+	sent := time.Now()
+	f, err := be.Downgrade(ctx, item, req)
+	switch {
+	case errors.Is(err, backend.ErrNotHeld):
+		// Believed held until now, but gone on the server: work done
+		// under it may have overlapped another holder's, a loss (as
+		// Release reports it).
+		m.reportLoss(w, errFoundGone)
+		return nil, fmt.Errorf("%w: %q: the downgrade found the write lock gone: %w", ErrNotHeld, w.name, bare(ErrLost))
+	case err != nil:
+		// Maybe applied: the writer's token may hold the name still, or
+		// the permit may. Take back both.
+		m.abandonLater(req)
+		m.releaseLater(item)
+		return nil, fmt.Errorf("lease: downgrade %q: %w (the write lock has ended)", w.name, err)
+	}
 	res := backend.Acquisition{Acquired: true, Fence: f}
 	if time.Since(sent) >= a.ttl-m.cfg.drift(a.ttl) {
 		m.releaseLater(req.Item())
 		return nil, fmt.Errorf("%w: %q: the downgrade was answered too late to use its read lock", ErrNotAcquired, w.name)
 	}
-	if l, err = m.hold(ctx, req, a, res, sent); err != nil {
+	l, err := m.hold(ctx, req, a, res, sent)
+	if err != nil {
 		return nil, err
 	}
 	if !m.handOver(l) {

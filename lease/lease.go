@@ -339,8 +339,9 @@ func (l *Lease) end(cause error) bool {
 	}
 	l.err = cause
 	reason := l.reason
+	cancel := l.cancel // joinSet's, while the lease is a Set's member
 	l.mu.Unlock()
-	l.cancel(cause)
+	cancel(cause)
 	m := l.m
 	m.mu.Lock()
 	delete(m.held, l)
@@ -351,6 +352,26 @@ func (l *Lease) end(cause error) bool {
 			info.Loss = lossReason(reason)
 		}
 		m.cfg.hooks.Ended(l, info)
+	}
+	return true
+}
+
+// joinSet makes the lease's end cancel s's context first, in the same
+// call, so that whoever sees the lease's context done sees the Set's done
+// already: a Set's context ends no later than its first member's. It
+// reports false, changing nothing, when the lease has ended already. A
+// closure in place of l.cancel rather than a field: a Lease stays in its
+// size class.
+func (l *Lease) joinSet(s *Set) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err != nil {
+		return false
+	}
+	own := l.cancel
+	l.cancel = func(cause error) {
+		s.cancel(cause)
+		own(cause)
 	}
 	return true
 }

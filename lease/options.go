@@ -163,8 +163,10 @@ func (o ttlOption) applyAcquire(a *acquireConfig) error {
 }
 
 // WithTTL sets how long a lease lives on the server without renewal
-// (default 30s, at least MinTTL). As an AcquireOption it overrides the
-// manager's TTL for one lease.
+// (default 30s, at least MinTTL). Redis counts whole milliseconds: a TTL
+// with a finer part is sent rounded up, so the server never keeps the
+// lease for less than the local deadline counts on. As an AcquireOption
+// it overrides the manager's TTL for one lease.
 func WithTTL(ttl time.Duration) CommonOption {
 	return ttlOption(ttl)
 }

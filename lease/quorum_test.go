@@ -294,3 +294,70 @@ func TestQuorumFenceGrowsAfterCountersWentBack(t *testing.T) {
 		t.Fatalf("fence %d after counters went back to 1, not above %d", l.Fence(), first)
 	}
 }
+
+// A held name keeps its counter on every node of the quorum, as in
+// single-node mode: the counter raise.lua raises must outlive the lock key
+// by a TTL, since the watchdog's light renewals renew the lock key alone
+// and count on that. Two names are held, taken together, so that their
+// renewals share batches (renew_leases.lua, where renewals are light).
+// The counters of nodes 0 and 1 start far ahead, apart, so that every
+// majority hands out different fences and some of its nodes raise theirs.
+// The renewal interval, 0.35 TTL, makes the first two renewals light (sent
+// by 0.7 TTL, their limit before one TTL) and the third, sent at 1.05 TTL,
+// the first full one: a counter that lived only as long as the lock's
+// first TTL is gone by then, on every node that raised it, and nothing
+// brings it back.
+func TestQuorumHeldNameKeepsItsCounter(t *testing.T) {
+	_, clients, raw := quorumGroup(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const ttl = time.Second
+	names := []string{"kept", "kept2"}
+	ahead := time.Now().Add(time.Hour).UnixMicro()
+	for _, n := range names {
+		raw[0].Set(ctx, "tenure:{"+n+"}:fence", ahead, time.Minute)
+		raw[1].Set(ctx, "tenure:{"+n+"}:fence", 2*ahead, time.Minute)
+	}
+	m := newQuorum(t, clients, lease.WithTTL(ttl), lease.WithRenewInterval(ttl*35/100))
+	s, err := m.AcquireAll(ctx, names)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Release(ctx)
+	for _, l := range s.Leases() {
+		if l.Fence() <= ahead {
+			t.Fatalf("%s: fence %d, not above the counters set ahead (%d, %d)", l.Name(), l.Fence(), ahead, 2*ahead)
+		}
+	}
+	for end := time.Now().Add(3 * ttl); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if s.Err() != nil {
+			t.Fatalf("lost while every node is up: %v", s.Err())
+		}
+		for _, l := range s.Leases() {
+			checkQuorumCounter(t, raw, l)
+		}
+	}
+}
+
+// checkQuorumCounter fails unless every node where l holds its name keeps
+// the name's counter, and a majority of them at l's fence.
+func checkQuorumCounter(t *testing.T, raw []*redis.Client, l *lease.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	raised := 0
+	for i, c := range raw {
+		if c.Get(ctx, "tenure:{"+l.Name()+"}").Val() != l.Token() {
+			continue // not yet: a node the acquire did not wait for
+		}
+		f, err := c.Get(ctx, "tenure:{"+l.Name()+"}:fence").Int64()
+		if err != nil {
+			t.Fatalf("node %d holds %s without its counter: %v", i, l.Name(), err)
+		}
+		if f >= l.Fence() {
+			raised++
+		}
+	}
+	if raised < len(raw)/2+1 {
+		t.Fatalf("%d nodes hold %s with a counter at its fence %d, want a majority", raised, l.Name(), l.Fence())
+	}
+}

@@ -3,6 +3,9 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"strconv"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -189,4 +192,82 @@ func TestExtendFindsTakeover(t *testing.T) {
 	if err := l2.Extend(ctx, 6*time.Second); !errors.Is(err, lease.ErrInvalidOption) {
 		t.Fatalf("Extend below twice the interval = %v", err)
 	}
+}
+
+// A TTL with a part below the millisecond reaches the server rounded up.
+// Redis keeps keys to the millisecond, while the local deadline counts
+// the TTL in full (S2): truncated, a TTL of 1s + 700us would keep the key
+// 1000 ms, and with WithDrift(0, 0) another client could take the name
+// before the first holder's deadline. MONITOR shows each TTL the scripts
+// give the lock keys and the counters, at the acquisition (acquire.lua),
+// at batched renewals (renew_leases.lua) and at an Extend (renew.lua):
+// none may be below 1001 ms.
+func TestTTLRoundedUpToWholeMilliseconds(t *testing.T) {
+	srv := redistest.Start(t)
+	const ttl = time.Second + 700*time.Microsecond
+	const least = 1001 // ms
+	var renewed atomic.Int64
+	hooks := lease.Hooks{Renewed: func(_ *lease.Lease, err error) {
+		if err == nil {
+			renewed.Add(1)
+		}
+	}}
+	m := newManager(t, srv.Client(t), lease.WithTTL(ttl), lease.WithDrift(0, 0), lease.WithHooks(hooks))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	mon := srv.Monitor(t)
+	// Two leases taken together renew in one batch.
+	s, err := m.AcquireAll(ctx, []string{"r1", "r2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for start := time.Now(); renewed.Load() < 6; time.Sleep(10 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("%d renewals in 30 s", renewed.Load())
+		}
+	}
+	if err := s.Lease("r1").Extend(ctx, ttl); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]int{}
+	for _, c := range mon.Stop(t) {
+		key, ms, ok := ttlGiven(c)
+		if !ok || !strings.HasPrefix(key, "tenure:{r") {
+			continue
+		}
+		seen[strings.ToLower(c.Args[0])]++
+		if ms < least {
+			t.Errorf("%q gave %s a TTL of %d ms, below the %v asked", c.Args, key, ms, ttl)
+		}
+	}
+	if seen["set"] == 0 || seen["pexpire"] == 0 {
+		t.Fatalf("TTLs seen: %v, want those of SET PX and of PEXPIRE", seen)
+	}
+}
+
+// ttlGiven returns the key and the TTL in milliseconds that a script's
+// SET ... PX or PEXPIRE gives, if c is one.
+func ttlGiven(c redistest.Command) (key string, ms int64, ok bool) {
+	if c.Client != "lua" || len(c.Args) < 3 {
+		return "", 0, false
+	}
+	arg := ""
+	switch strings.ToLower(c.Args[0]) {
+	case "pexpire":
+		arg = c.Args[2]
+	case "set":
+		for i := 3; i+1 < len(c.Args); i++ {
+			if strings.EqualFold(c.Args[i], "px") {
+				arg = c.Args[i+1]
+			}
+		}
+	}
+	n, err := strconv.ParseInt(arg, 10, 64)
+	if err != nil {
+		return "", 0, false
+	}
+	return c.Args[1], n, true
 }

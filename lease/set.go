@@ -25,7 +25,7 @@ type Set struct {
 	leases []*Lease // in acquisition order: by name
 	ctx    context.Context
 	cancel context.CancelCauseFunc
-	stops  []func() bool
+	stops  []func() bool // while taking: the watches of those taken
 }
 
 // AcquireAll waits until it holds every one of names, or ctx ends, as
@@ -96,23 +96,24 @@ func (m *Manager) acquireAll(ctx context.Context, names []string, opts []Acquire
 	for _, stop := range s.stops {
 		stop()
 	}
-	s.stops = s.stops[:0]
+	s.stops = nil
 	// The Set's context keeps ctx's values, not its cancellation, as a
-	// Lease's does, and ends with the first member that ends.
+	// Lease's does, and ends with the first member that ends: in the
+	// member's own end, before the member's context (joinSet), not an
+	// AfterFunc's goroutine later, so that work under the Set never runs
+	// past a member's loss.
 	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
 	if broken && breakSetContext() { // tenure_broken builds only: broken_on.go
 		return s, nil
 	}
 	for _, l := range s.leases {
-		s.stops = append(s.stops, context.AfterFunc(l.Context(), func() { s.cancel(context.Cause(l.Context())) }))
-	}
-	// A member lost after the last one was taken, before the watch above
-	// began, would end the Set's context at once: give the caller no Set
-	// that is already lost.
-	for _, l := range s.leases {
-		if err := l.Err(); err != nil {
-			s.undo(ctx, m)
+		// A member lost after the last one was taken, before it joined,
+		// would leave the Set's context live: give the caller no Set
+		// that is already lost.
+		if !l.joinSet(s) {
+			err := l.Err()
 			s.cancel(err)
+			s.undo(ctx, m)
 			return nil, fmt.Errorf("lease: %q, taken for the set, ended before the set was whole: %w", l.name, err)
 		}
 	}
@@ -181,7 +182,8 @@ func (s *Set) Fence(name string) int64 {
 
 // Context returns a context cancelled when the first of the Set's leases
 // ends, no later than the earliest local deadline among them; its cause is
-// that lease's (ErrLost, ErrReleased or ErrClosed).
+// that lease's (ErrLost, ErrReleased or ErrClosed). It is done by the time
+// that lease's own context is: the lease's end cancels it first.
 func (s *Set) Context() context.Context { return s.ctx }
 
 // Done is Context().Done().
@@ -196,11 +198,16 @@ func (s *Set) Err() error {
 	return context.Cause(s.ctx)
 }
 
-// Release releases every lease of the Set, in parallel round trips bounded
-// by ctx, and returns their errors joined (each names
-// its lease; ErrLost for one lost since its last renewal). Like
-// Lease.Release, a lease is ended locally whatever the outcome.
+// Release ends the Set's context with ErrReleased, then releases every
+// lease of the Set, in parallel round trips bounded by ctx, and returns
+// their errors joined (each names its lease; ErrLost for one lost since its
+// last renewal). Like Lease.Release, a lease is ended locally whatever the
+// outcome.
 func (s *Set) Release(ctx context.Context) error {
+	// First, as Lease.Release ends a lease before its delete: once a key
+	// is deleted another may take the name, and work under the Set must
+	// have been told to stop by then.
+	s.cancel(ErrReleased)
 	errs := make([]error, len(s.leases))
 	var wg sync.WaitGroup
 	for i, l := range s.leases {
@@ -211,9 +218,5 @@ func (s *Set) Release(ctx context.Context) error {
 		})
 	}
 	wg.Wait()
-	for _, stop := range s.stops {
-		stop()
-	}
-	s.cancel(ErrReleased)
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -153,6 +154,102 @@ func TestSetContextEndsWithAnyLoss(t *testing.T) {
 	_ = s.Release(ctx)
 	if n := raw.Exists(ctx, "tenure:{x}", "tenure:{z}").Val(); n != 0 {
 		t.Fatalf("%d of x and z still held after Release", n)
+	}
+}
+
+// The Set's context is done by the time a member's is: a member's end
+// cancels it first, in the same call, whether the member is lost or
+// released on its own; and Set.Release ends it before it releases any
+// member, so another holder that takes a member's name finds it done.
+// Judged by order, from the manager's hooks, which run synchronously: at
+// each member's end (Ended, right after the member's context is
+// cancelled) and at each release Set.Release starts (ReleaseStart, before
+// the delete), the Set's context must be done already.
+func TestSetContextEndsBeforeItsMembers(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	var (
+		cur   atomic.Pointer[lease.Set]
+		whole atomic.Bool // within Set.Release
+		mu    sync.Mutex
+		live  []string
+	)
+	check := func(what string, l *lease.Lease) {
+		s := cur.Load()
+		if s == nil || s.Lease(l.Name()) != l {
+			return
+		}
+		select {
+		case <-s.Done():
+		default:
+			mu.Lock()
+			live = append(live, what+" "+l.Name())
+			mu.Unlock()
+		}
+	}
+	hooks := lease.Hooks{
+		ReleaseStart: func(ctx context.Context, l *lease.Lease) context.Context {
+			if whole.Load() {
+				check("Set.Release's release of", l)
+			}
+			return ctx
+		},
+		Ended: func(l *lease.Lease, _ lease.EndInfo) { check("the end of", l) },
+	}
+	m := newManager(t, srv.Client(t), lease.WithTTL(time.Second), lease.WithHooks(hooks))
+	other := newManager(t, srv.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	take := func() *lease.Set {
+		t.Helper()
+		s, err := m.AcquireAll(ctx, []string{"x", "y", "z"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cur.Store(s)
+		return s
+	}
+	release := func(s *lease.Set) {
+		whole.Store(true)
+		defer whole.Store(false)
+		_ = s.Release(ctx)
+	}
+
+	s := take() // a member lost
+	raw.Del(ctx, "tenure:{y}")
+	waitDone(t, s.Lease("y"), time.Second)
+	if !errors.Is(s.Err(), lease.ErrLost) {
+		t.Fatalf("the set ended with %v after y was lost", s.Err())
+	}
+	release(s)
+	s = take() // a member released on its own
+	_ = s.Lease("x").Release(ctx)
+	if !errors.Is(s.Err(), lease.ErrReleased) {
+		t.Fatalf("the set ended with %v after x was released", s.Err())
+	}
+	release(s)
+	s = take() // the Set released, another waiting for a member
+	got := make(chan error, 1)
+	go func() {
+		l, err := other.Acquire(ctx, "z")
+		if err == nil {
+			select {
+			case <-s.Done():
+			default:
+				err = errors.New("z was taken while the set's context was live")
+			}
+			_ = l.Release(ctx)
+		}
+		got <- err
+	}()
+	release(s)
+	if err := <-got; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, what := range live {
+		t.Errorf("the set's context was live at %s", what)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -109,6 +111,67 @@ func TestDowngrade(t *testing.T) {
 	}
 	if err := <-waiter; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Under latency, the downgrade's answer comes back long after the server
+// ran it and let readers in: the write lock's context must end before
+// the script is sent, so no reader, waiting or trying, is granted while
+// the writer's context is live (S1). Judged by order: when a reader's
+// acquisition returns, the write lock's context is already done.
+func TestDowngradeEndsWriterBeforeReadersEnter(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	slow := redis.NewClient(&redis.Options{Addr: proxy.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = slow.Close() })
+	a := newLocker(t, slow, lease.WithTTL(10*time.Second), lease.WithOpTimeout(5*time.Second))
+	b := newLocker(t, srv.Client(t))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+
+	w, err := a.Lock(ctx, "doc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy.SetLatency(300 * time.Millisecond)
+	reader := func(take func() (*lease.Lease, error)) chan error {
+		done := make(chan error, 1)
+		go func() {
+			r, err := take()
+			if err != nil {
+				done <- err
+				return
+			}
+			select {
+			case <-w.Done():
+			default:
+				err = errors.New("a reader was granted while the write lock's context was live")
+			}
+			_ = r.Release(ctx)
+			done <- err
+		}()
+		return done
+	}
+	waiting := reader(func() (*lease.Lease, error) { return b.RLock(ctx, "doc") })
+	var stop atomic.Bool
+	defer stop.Store(true)
+	trying := reader(func() (*lease.Lease, error) {
+		for !stop.Load() {
+			if r, err := b.TryRLock(ctx, "doc"); !errors.Is(err, lease.ErrNotAcquired) {
+				return r, err
+			}
+		}
+		return nil, errors.New("stopped")
+	})
+	r, err := a.Downgrade(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Release(ctx)
+	for _, done := range []chan error{waiting, trying} {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 

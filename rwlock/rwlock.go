@@ -168,17 +168,21 @@ func (k *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 // no writer, and no other holder, can get in between. The readers waiting
 // may then enter beside it, unless a writer waits (writers first); a
 // writer waiting gets in once the read lock, and every other, is
-// released. w ends, its context cancelled with lease.ErrReleased, and the
-// read lock returned is a lease of its own, renewed by the watchdog, with
-// its own token and a new fence, greater than w's (as every acquisition's:
-// docs/design.md, S5). opts are the options of the read lock's
-// acquisition (lease.WithTTL, ...); ctx bounds the round trip.
+// released. w ends, its context cancelled with lease.ErrReleased before
+// the request is sent (as Release ends a lease before its delete), so no
+// reader is let in while w's context is live; the read lock returned is a
+// lease of its own, renewed by the watchdog, with its own token and a new
+// fence, greater than w's (as every acquisition's: docs/design.md, S5).
+// opts are the options of the read lock's acquisition (lease.WithTTL,
+// ...); ctx bounds the round trip.
 //
-// When w is no longer held it returns an error wrapping lease.ErrNotHeld,
-// and w is lost. When the outcome is unknown (a timeout, a broken
-// connection) it returns that error, w ends with lease.ErrLost, and both
-// the write lock and the read lock the server may have made are released
-// in the background: the caller holds neither.
+// w has ended whatever the outcome. When w had ended already it returns
+// an error wrapping lease.ErrNotHeld. When the server finds w no longer
+// held (deleted or taken over since its last renewal) the error wraps
+// lease.ErrLost as well, as Release's does. When the outcome is unknown
+// (a timeout, a broken connection) it returns that error, and both the
+// write lock and the read lock the server may have made are released in
+// the background: the caller holds neither.
 func (k *Locker) Downgrade(ctx context.Context, w *lease.Lease, opts ...lease.AcquireOption) (*lease.Lease, error) {
 	if k == nil || k.m == nil {
 		return nil, fmt.Errorf("%w: rwlock: Locker without a manager (use New)", lease.ErrInvalidOption)

@@ -260,7 +260,7 @@ func (a *quorumAttempt) confirmFence(ctx context.Context) (int64, error) {
 	q.fanout(ctx, need, a.limit, func(ctx context.Context, i int) {
 		var held int64
 		held, raised[i] = raiseScript.Run(ctx, q.nodes[i].client,
-			[]string{q.nodes[i].layout.Lease(a.req.Name), q.nodes[i].layout.Fence(a.req.Name)}, a.req.Token, fence).Int64()
+			[]string{q.nodes[i].layout.Lease(a.req.Name), q.nodes[i].layout.Fence(a.req.Name)}, a.req.Token, fence, ms(a.req.TTL)).Int64()
 		if raised[i] == nil && held != 1 {
 			raised[i] = ErrNotHeld
 		}

@@ -108,13 +108,13 @@ func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 	if r.acks > 0 {
 		args := []any{req.Token, ttl}
 		if full {
-			args = append(args, req.Owner, req.Queue.Milliseconds())
+			args = append(args, req.Owner, ms(req.Queue))
 		}
 		return r.acquireAcked(ctx, acquireScript, req, keys, args)
 	}
 	a := append(acquireScript.call(keys, 4), req.Token, ttl)
 	if full {
-		a = append(a, req.Owner, req.Queue.Milliseconds())
+		a = append(a, req.Owner, ms(req.Queue))
 	}
 	return acquisition(acquireScript.send(ctx, r.client, a))
 }
@@ -129,7 +129,7 @@ func (r *Redis) acquirePermit(ctx context.Context, req Request) (Acquisition, er
 	if req.Resize {
 		resize = "1"
 	}
-	args := []any{req.Token, msArg(&r.ttlArg, req.TTL), req.Limit, req.Queue.Milliseconds(), resize}
+	args := []any{req.Token, msArg(&r.ttlArg, req.TTL), req.Limit, ms(req.Queue), resize}
 	if k := weight(req.Permits); k != "" {
 		args = append(args, k)
 	}
@@ -194,7 +194,7 @@ func (r *Redis) Abandon(ctx context.Context, req Request) error {
 	if req.Exclusive {
 		excl = "1"
 	}
-	args := []any{req.Token, r.layout.Channel(n), req.TTL.Milliseconds(), req.Owner, excl}
+	args := []any{req.Token, r.layout.Channel(n), ms(req.TTL), req.Owner, excl}
 	if req.Limit > 0 {
 		keys = append(keys, r.layout.Permits(n))
 		args = append(args, "z")
@@ -245,7 +245,7 @@ func (r *Redis) Available(ctx context.Context, name string, n int) (free, limit 
 func (r *Redis) Downgrade(ctx context.Context, w Item, req Request) (int64, error) {
 	n := req.Name
 	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Retired(n, req.Token), r.layout.Permits(n)}
-	f, err := downgradeScript.Run(ctx, r.client, keys, w.Token, req.Token, req.TTL.Milliseconds(), req.Limit).Int64()
+	f, err := downgradeScript.Run(ctx, r.client, keys, w.Token, req.Token, ms(req.TTL), req.Limit).Int64()
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("downgrade script: %w", err)
@@ -258,7 +258,7 @@ func (r *Redis) Downgrade(ctx context.Context, w Item, req Request) (int64, erro
 // Reenter runs reenter.lua.
 func (r *Redis) Reenter(ctx context.Context, it Item) (int64, error) {
 	keys := []string{r.layout.Lease(it.Name), r.layout.Retired(it.Name, it.op()), r.layout.Fence(it.Name)}
-	n, err := reenterScript.Run(ctx, r.client, keys, it.Token, it.TTL.Milliseconds(), retiredFor.Milliseconds()).Int64()
+	n, err := reenterScript.Run(ctx, r.client, keys, it.Token, ms(it.TTL), ms(retiredFor)).Int64()
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("reenter script: %w", err)
@@ -323,7 +323,7 @@ func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 	case !it.Reentrant:
 		return keys, argsOf(it.Token, free)
 	}
-	return keys, argsOf(it.Token, free, strconv.Itoa(it.Count), retiredFor.Milliseconds())
+	return keys, argsOf(it.Token, free, strconv.Itoa(it.Count), ms(retiredFor))
 }
 
 // pipelined sends script once per item with EVALSHA in one pipeline, and

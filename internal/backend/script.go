@@ -113,14 +113,24 @@ type msBox struct {
 	v any
 }
 
-// msArg returns d in milliseconds, boxed. Boxing an integer above 255
-// allocates, and a manager passes the same TTL on nearly every call, so
-// the last box is kept in p.
+// msArg returns d in milliseconds, rounded up as ms rounds, boxed. Boxing
+// an integer above 255 allocates, and a manager passes the same TTL on
+// nearly every call, so the last box is kept in p.
 func msArg(p *atomic.Pointer[msBox], d time.Duration) any {
 	if b := p.Load(); b != nil && b.d == d {
 		return b.v
 	}
-	b := &msBox{d: d, v: d.Milliseconds()}
+	b := &msBox{d: d, v: ms(d)}
 	p.Store(b)
 	return b.v
+}
+
+// ms returns d in whole milliseconds, rounded up, for a script argument.
+// Redis keeps keys to the millisecond, while a lease's local deadline
+// counts its TTL in full (sent + ttl - drift, S2): a TTL truncated to
+// 1000 ms for a lease of 1s + 700us would let the key expire up to 700us
+// before the holder's deadline. Rounded up, the server never keeps a key,
+// a marker or a counter for less than it was asked.
+func ms(d time.Duration) int64 {
+	return int64((d + time.Millisecond - 1) / time.Millisecond)
 }
