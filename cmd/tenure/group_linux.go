@@ -49,6 +49,7 @@ const (
 	reportContinued = 'C' // the command was continued
 	reportExited    = 'X' // the command ended with status value (128+N for signal N)
 	reportDeadline  = 'D' // the guard stops the group by the deadline it was told
+	reportRefused   = 'R' // the guard did not start the command: its stop had come due
 )
 
 // group is a command's running process group.
@@ -224,6 +225,16 @@ func (g *group) guardStopped() bool {
 	return g.reports.deadline
 }
 
+// refused reports whether the guard refused to start the command, its
+// stop having come due by the deadline it was told (guardClock.begin).
+// Call it once exited is closed: it waits for the guard's last report.
+func (g *group) refused() bool {
+	<-g.reports.drained
+	g.reports.mu.Lock()
+	defer g.reports.mu.Unlock()
+	return g.reports.refused
+}
+
 // reap reaps the guard once exited is closed and returns the command's
 // status (128+N when signal N killed it), and gives the terminal back to
 // tenure's own process group if the command's group still has it.
@@ -271,6 +282,7 @@ type reports struct {
 	code     int
 	exited   bool
 	deadline bool          // the guard stopped the group by the deadline
+	refused  bool          // the guard did not start the command
 	changed  chan struct{} // pokes, 1-buffered, when stopped changes
 	drained  chan struct{} // closed at the pipe's end: the guard is gone
 }
@@ -304,6 +316,9 @@ func (rp *reports) take(kind, v byte) {
 		return
 	case reportDeadline:
 		rp.deadline = true
+	case reportRefused:
+		rp.refused = true
+		return
 	}
 	select {
 	case rp.changed <- struct{}{}:

@@ -72,5 +72,8 @@ func (g *group) stoppedBy() syscall.Signal { return 0 }
 // guardStopped is always false: there is no guard.
 func (g *group) guardStopped() bool { return false }
 
+// refused is always false: there is no guard to refuse.
+func (g *group) refused() bool { return false }
+
 // reap returns the command's status once exited is closed.
 func (g *group) reap() int { return g.code }

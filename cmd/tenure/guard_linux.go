@@ -53,17 +53,32 @@ func guardMain(args []string) int {
 		fmt.Fprintln(os.Stderr, "tenure: the guard's timer:", err)
 		return exitError
 	}
-	pid, code := startCommand(path, argv)
-	if pid == 0 {
-		return code
-	}
 	// Non-blocking, so that the clock's report of a stop can never hold
 	// up the stop (watchCommand's writes wait in the poller instead).
 	_ = unix.SetNonblock(reportFD, true)
 	reports := os.NewFile(reportFD, "reports")
 	clock.reports = reports
+	pid, code := clock.begin(bootNow(), func() (int, int) { return startCommand(path, argv) })
+	if pid == 0 {
+		return code
+	}
 	clock.guard(words, watchCommand(pid, reports))
 	return exitError // not reached
+}
+
+// begin starts the command with start, unless its stop has come due by
+// now (tenure was held up since it read the deadline, or the lease's
+// deadline passed while the guard started): a command started then would
+// be stopped at once, and could run past the deadline meanwhile. It then
+// reports the refusal to tenure, which says so and exits --lost-exit, and
+// returns the lost status (which tenure replaces with its own) without
+// starting anything.
+func (g *guardClock) begin(now int64, start func() (pid, code int)) (pid, code int) {
+	if now >= g.termAt() {
+		g.report(reportRefused)
+		return 0, exitLost
+	}
+	return start()
 }
 
 // startCommand starts the command and returns its pid; or 0 and the
@@ -214,7 +229,7 @@ func (g *guardClock) check() {
 		g.reportDeadline()
 		killGroup()
 	}
-	termAt := min(g.dl-g.grace, killAt)
+	termAt := g.termAt()
 	if !g.termed && now >= termAt {
 		g.reportDeadline()
 		g.term()
@@ -226,17 +241,24 @@ func (g *guardClock) check() {
 	g.timer.at(next)
 }
 
+// termAt is when SIGTERM comes due: grace before the deadline, never
+// after SIGKILL (margin before it).
+func (g *guardClock) termAt() int64 { return min(g.dl-g.grace, g.dl-g.margin) }
+
 // reportDeadline tells tenure that the guard stops the command by the
 // deadline, so that tenure says so and exits 77, as when its own timer
 // does it (the guard may act on a deadline that a renewal has moved, just
 // before tenure tells it so). One try, never waiting: the stop comes first.
-func (g *guardClock) reportDeadline() {
+func (g *guardClock) reportDeadline() { g.report(reportDeadline) }
+
+// report writes a report of kind to tenure: one try, never waiting.
+func (g *guardClock) report(kind byte) {
 	rc, err := g.reports.SyscallConn()
 	if err != nil {
 		return
 	}
 	_ = rc.Write(func(fd uintptr) bool {
-		_, _ = unix.Write(int(fd), []byte{reportDeadline, 0})
+		_, _ = unix.Write(int(fd), []byte{kind, 0})
 		return true
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/tenure-go/tenure/lease"
 )
@@ -24,18 +25,44 @@ type acquiredLine struct {
 // for a signal (ctx, cancelled by the signal router), the end of stdin,
 // or the lease's end, and releases. A signal or stdin's end is success;
 // a loss is --lost-exit, with why.
+//
+// A hold runs nothing, so its exit is what a script relying on it
+// watches: it must come before the server could let another holder in.
+// So the hold gives NAME up killMargin before the local deadline, as a
+// command's group is killed then, unless a renewal has moved it; and on
+// a loss it does not wait on Redis past that (releaseLost).
 func (r *runner) hold(ctx context.Context, l *lease.Lease) error {
 	line, _ := json.Marshal(acquiredLine{Name: r.name, Kind: r.how.kind, Fence: l.Fence(), Holder: r.o.holder})
 	fmt.Fprintf(r.stdout, "%s\n", line)
-	select {
-	case <-ctx.Done():
-	case <-stdinClosed(os.Stdin):
-	case <-l.Done():
-		cause := context.Cause(l.Context())
-		_ = r.release(l)
-		return fail(r.o.f.lostExit, "%s was lost while held: %s", r.how.held, r.w.why(l, cause))
+	stdin := stdinClosed(os.Stdin)
+	margin := killMargin(time.Duration(r.o.f.ttl))
+	timer := time.NewTimer(time.Until(l.Deadline().Add(-margin)))
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+		case <-stdin:
+		case <-l.Done():
+			return r.holdLost(l, context.Cause(l.Context()))
+		case <-r.w.renewals():
+			timer.Reset(time.Until(l.Deadline().Add(-margin)))
+			continue
+		case <-timer.C:
+			if left := time.Until(l.Deadline().Add(-margin)); left > 0 {
+				timer.Reset(left) // a renewal moved the deadline
+				continue
+			}
+			return r.holdLost(l, errNearDeadline)
+		}
+		return r.afterRelease(l, r.release(l), "as the hold ended", "as the hold ended", "during the hold", nil)
 	}
-	return r.afterRelease(l, r.release(l), "as the hold ended", "as the hold ended", "during the hold", nil)
+}
+
+// holdLost ends a hold whose lease was lost, or is about to be for want
+// of a renewal (errNearDeadline), with --lost-exit.
+func (r *runner) holdLost(l *lease.Lease, cause error) error {
+	r.releaseLost(l)
+	return fail(r.o.f.lostExit, "%s was lost while held: %s", r.how.held, r.w.why(l, cause))
 }
 
 // stdinClosed returns a channel closed when in reaches its end (or fails).

@@ -105,7 +105,9 @@ const exitStatusesTail = `  77 (--lost-exit)      the lease (or leadership) was 
                         deadline: the command's process group got SIGTERM, then
                         SIGKILL just before that deadline; or the command exited
                         but the lease was then found taken over; for a hold,
-                        the lease was lost while held
+                        the lease was lost while held, or no renewal was
+                        confirmed by min(TTL/10, 200ms) before its deadline;
+                        either way tenure exits before that deadline
   78                    Redis refused the user: a command, key or channel not
                         allowed (NOPERM, or a command one of tenure's scripts
                         called), a wrong or missing password (WRONGPASS,

@@ -193,8 +193,9 @@ func (o *runOptions) add(cmd *cobra.Command) {
 	o.f.add(cmd)
 	o.wait = waitFlag{forever: true}
 	cmd.Flags().Var(&o.wait, "wait", `how long to wait for NAME while it is held: a duration ("10s", "1m"), 0 for one attempt, or "forever"`)
-	cmd.Flags().Var(&o.releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the release after COMMAND exits; "+
-		"then tenure exits, the release's outcome unknown (the lease expires by its TTL); default min(TTL, 2s)")
+	cmd.Flags().Var(&o.releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the release after COMMAND exits "+
+		"(or a hold ends); then tenure exits, the release's outcome unknown (the lease expires by its TTL); default min(TTL, 2s). "+
+		"After a loss tenure waits no later than min(TTL/10, 200ms) before the lease's local deadline")
 	host, _ := os.Hostname()
 	cmd.Flags().StringVar(&o.holder, "holder", fmt.Sprintf("%s/%d", host, os.Getpid()),
 		"who holds the lease, stored with it at no extra round trip and shown by status and list")
@@ -264,9 +265,11 @@ it gets SIGINT, SIGTERM or SIGHUP or its stdin reaches its end, releases it
 and exits 0. Its stdin is read and discarded: "tenure run NAME </dev/null"
 releases at once; a script keeps a hold as a coprocess (bash: coproc tenure
 run NAME) and ends it by closing the pipe or with kill. A hold runs nothing,
-so nothing is stopped for it: when the lease is lost (deleted, taken over, or
-not renewed by its local deadline) tenure says why on stderr and exits with
---lost-exit (77), and whoever relies on the hold must watch for that.
+so its exit is the only word that it ended, and whoever relies on it must
+watch for that: when the lease is lost (deleted or taken over), or no renewal
+has moved its local deadline by min(TTL/10, 200ms) before it, tenure says why
+on stderr and exits with --lost-exit (77) at once, without waiting on Redis
+(see the release below): before Redis could let another holder take NAME.
 
 With --shared (-s), tenure takes a read lock of NAME (package rwlock) instead,
 as flock -s does: any number of shared runs of NAME run at once, and none runs
@@ -306,7 +309,10 @@ group gets SIGTERM at once, SIGKILL still just before the deadline. Either way
 tenure then exits with status 77 (--lost-exit). --grace defaults to
 min(10s, TTL/3) and may be at most 7·TTL/12 − TTL/100 − 2ms (the deadline
 stays 2·TTL/3 − drift ahead between renewals; the rest is headroom for a late
-renewal): 17.198s for the default 30s TTL.
+renewal): 17.198s for the default 30s TTL. A lease lost, or a SIGTERM come
+due, before COMMAND starts keeps it from starting: tenure checks just before
+it starts COMMAND, and on Linux the guard (below) checks the deadline again
+just before it does; tenure then exits 77 too.
 
 When COMMAND exits, whatever it left running in its group is killed (SIGKILL)
 before the lease is released; if the release finds that another holder took
@@ -316,7 +322,11 @@ min(TTL, 2s): a release is one round trip, milliseconds on a reachable server,
 and past the TTL the lease has expired on Redis anyway. When no reply comes in
 time (Redis unreachable, slow or paused) tenure says so and exits: whether the
 release took effect is then unknown, and if it did not, the lease expires by
-its TTL.
+its TTL. After a loss, or a stop for want of a renewal, the release is only a
+courtesy (the lease is no longer held, or expires at its deadline), and exit
+status 77 is what tells a script that the work under NAME ended: so tenure
+waits for it no later than min(TTL/10, 200ms) before the lease's local
+deadline, and exits by then, before Redis could let another holder in.
 
 A loss is always reported on stderr with its reason: the lease's key was
 deleted (or expired on the server), another holder took it over, or Redis did
@@ -642,17 +652,24 @@ func (r *runner) run() error {
 	}
 	env := append(childEnv(), "TENURE_NAME="+r.name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
 	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", r.how.held, r.w.why(l, cause)) }
-	h := hold{l.Context(), l.Deadline, r.w.renewals(), describe, r.w.lastRenewError}
+	h := hold{l.Context(), l.Deadline, r.w.renewals(), describe, r.w.renewErrorOf(l)}
 	code, lost, err := supervise(r.argv, env, r.sigs, h, r.o.f.timing(), r.stderr)
+	if lost != nil {
+		return r.commandLost(l, lost)
+	}
 	rerr := r.release(l)
 	if err != nil {
 		return err
 	}
-	if lost != nil {
-		return fail(r.o.f.lostExit, "%s was lost while the command ran: %s; the command was stopped", r.how.held, r.w.why(l, lost))
-	}
 	return r.afterRelease(l, rerr, fmt.Sprintf("as the command exited with status %d", code),
 		fmt.Sprintf("after the command exited with status %d", code), "while the command ran", status(code))
+}
+
+// commandLost ends a run whose command was stopped, or not started, for
+// the lease (cause: supervise's lost), with --lost-exit.
+func (r *runner) commandLost(l *lease.Lease, cause error) error {
+	r.releaseLost(l)
+	return fail(r.o.f.lostExit, "%s was lost %s: %s; %s", r.how.held, lostWhen(cause), r.w.why(l, cause), lostDone(cause))
 }
 
 // acquire takes NAME as --wait says: one attempt first, then, if NAME is
@@ -691,9 +708,37 @@ func (r *runner) acquire(ctx context.Context) (*lease.Lease, error) {
 func (r *runner) release(l *lease.Lease) error {
 	rerr := release(l, r.releaseTimeout)
 	if !r.w.releaseAnswered() {
-		reportUnanswered(r.stderr, r.name, r.releaseTimeout, time.Duration(r.o.f.ttl))
+		reportUnanswered(r.stderr, r.name, releaseWithin(r.releaseTimeout), time.Duration(r.o.f.ttl))
 	}
 	return rerr
+}
+
+// releaseLost releases l after a loss, or after a stop for want of a
+// renewal (r.releaseLost's function).
+func (r *runner) releaseLost(l *lease.Lease) {
+	releaseLost(l, r.w, r.releaseTimeout, r.name, r.stderr)
+}
+
+// releaseLost releases l after a loss, or after a stop for want of a
+// renewal: a courtesy, since a lost lease is no longer held and one about
+// to be lost expires by its deadline. tenure's exit with --lost-exit is
+// the word a script gets that the work under NAME ended, and it must come
+// before the server could let another holder in: so the release is
+// bounded by w.exitBy (when a hold gives NAME up, and a command's group
+// is killed) as well as by timeout (--release-timeout), and once that has
+// passed it ends the lease locally without a round trip.
+func releaseLost(l *lease.Lease, w *leaseWatch, timeout time.Duration, name string, stderr io.Writer) {
+	bound := min(timeout, time.Until(w.exitBy(l)))
+	ctx, cancel := context.WithTimeout(context.Background(), bound)
+	defer cancel()
+	_ = l.Release(ctx)
+	if bound > 0 && !w.releaseAnswered() {
+		within := releaseWithin(timeout)
+		if bound < timeout {
+			within = fmt.Sprintf("by %v before the lease's local deadline, past which tenure does not wait after a loss", killMargin(w.ttl))
+		}
+		reportUnanswered(stderr, name, within, w.ttl)
+	}
 }
 
 // afterRelease turns the release's error rerr into tenure's exit: ok
@@ -705,7 +750,7 @@ func (r *runner) afterRelease(l *lease.Lease, rerr error, exited, ended, during 
 		// holder may have acted meanwhile, so its success proves nothing.
 		if info, found := r.w.ended(l, time.Second); found && info.Loss != "" {
 			// Lost between the end and the release.
-			return fail(r.o.f.lostExit, "%s was lost %s, before it was released: %s", r.how.held, exited, r.w.lossText(info.Loss))
+			return fail(r.o.f.lostExit, "%s was lost %s, before it was released: %s", r.how.held, exited, r.w.lossText(r.w.exitBy(l), info.Loss))
 		}
 		return fail(r.o.f.lostExit, "%s was found deleted or taken over by another holder when it was released, "+
 			"%s: the server no longer had our token, so another holder may have held %q %s",
@@ -727,10 +772,17 @@ func release(l *lease.Lease, timeout time.Duration) error {
 	return l.Release(ctx)
 }
 
-// reportUnanswered says that a release went unanswered within timeout.
-func reportUnanswered(stderr io.Writer, name string, timeout, ttl time.Duration) {
-	fmt.Fprintf(stderr, "tenure: releasing %q: no reply from Redis within --release-timeout %v; "+
-		"whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n", name, timeout, ttl)
+// reportUnanswered says that a release went unanswered within what bounded
+// it ("within --release-timeout 2s").
+func reportUnanswered(stderr io.Writer, name, within string, ttl time.Duration) {
+	fmt.Fprintf(stderr, "tenure: releasing %q: no reply from Redis %s; "+
+		"whether the lease was released is unknown: if it was not, it expires by its TTL (%v)\n", name, within, ttl)
+}
+
+// releaseWithin is reportUnanswered's words for a release bounded by
+// --release-timeout.
+func releaseWithin(timeout time.Duration) string {
+	return fmt.Sprintf("within --release-timeout %v", timeout)
 }
 
 // execFailure is the exit status and message for a command that could not
@@ -902,7 +954,7 @@ func runElected(g *globals, name, identity string, argv []string, f childFlags, 
 	})
 	if ran {
 		if !w.releaseAnswered() {
-			reportUnanswered(stderr, name, releaseTimeout, time.Duration(f.ttl))
+			reportUnanswered(stderr, name, releaseWithin(releaseTimeout), time.Duration(f.ttl))
 		}
 		return result
 	}
@@ -926,7 +978,7 @@ func leadTerm(lctx context.Context, name, identity string, argv []string, f chil
 	if !ok {
 		return fail(exitError, "leading %q: the leading context carries no lease", name)
 	}
-	code, err := superviseTerm(lctx, l, rec.Fence, name, identity, argv, f, w, sigs, stderr)
+	code, _, err := superviseTerm(lctx, l, rec.Fence, name, identity, argv, f, w, sigs, stderr)
 	if err != nil {
 		return err
 	}
@@ -935,23 +987,23 @@ func leadTerm(lctx context.Context, name, identity string, argv []string, f chil
 
 // superviseTerm runs argv while lctx, the context of term's lease l, lasts:
 // the command's exit status, or tenure's exit when it could not run or the
-// leadership was lost while it ran.
+// leadership was lost (lost is then true).
 func superviseTerm(lctx context.Context, l *lease.Lease, term int64, name, identity string, argv []string, f childFlags,
-	w *leaseWatch, sigs *sigRouter, stderr io.Writer) (int, error) {
+	w *leaseWatch, sigs *sigRouter, stderr io.Writer) (code int, lost bool, err error) {
 	env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(term, 10),
 		"TENURE_IDENTITY="+identity)
 	describe := func(cause error) string {
 		return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, term, w.why(l, cause))
 	}
-	code, lost, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe, w.lastRenewError}, f.timing(), stderr)
+	code, cause, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe, w.renewErrorOf(l)}, f.timing(), stderr)
 	switch {
 	case err != nil:
-		return 0, err
-	case lost != nil:
-		return 0, fail(f.lostExit, "leadership of %q (term %d) was lost while the command ran: %s; the command was stopped",
-			name, term, w.why(l, lost))
+		return 0, false, err
+	case cause != nil:
+		return 0, true, fail(f.lostExit, "leadership of %q (term %d) was lost %s: %s; %s",
+			name, term, lostWhen(cause), w.why(l, cause), lostDone(cause))
 	}
-	return code, nil
+	return code, false, nil
 }
 
 // runQuorumElected is elect in quorum mode. Package election keeps a leader
@@ -983,10 +1035,14 @@ func runQuorumElected(ctx context.Context, g *globals, client *conns, name, iden
 		}
 		return g.redisFailure(fmt.Sprintf("campaigning for %q", name), err)
 	}
-	code, err := superviseTerm(l.Context(), l, l.Fence(), name, identity, argv, f, w, sigs, stderr)
+	code, lost, err := superviseTerm(l.Context(), l, l.Fence(), name, identity, argv, f, w, sigs, stderr)
+	if lost {
+		releaseLost(l, w, releaseTimeout, name, stderr)
+		return err
+	}
 	rerr := release(l, releaseTimeout)
 	if !w.releaseAnswered() {
-		reportUnanswered(stderr, name, releaseTimeout, time.Duration(f.ttl))
+		reportUnanswered(stderr, name, releaseWithin(releaseTimeout), time.Duration(f.ttl))
 	}
 	if err != nil {
 		return err

@@ -64,7 +64,11 @@ func supervise(argv, env []string, sigs *sigRouter, h hold, t stopTiming, stderr
 	if c.Err != nil {
 		return 0, nil, execFailure(c.Err)
 	}
-	p, err := startGroup(c.Path, argv, env, t, h.deadline())
+	dl := h.deadline()
+	if cause := stopDue(h, t, dl, time.Now()); cause != nil {
+		return 0, notStarted{cause}, nil
+	}
+	p, err := startGroup(c.Path, argv, env, t, dl)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -80,6 +84,50 @@ func supervise(argv, env []string, sigs *sigRouter, h hold, t stopTiming, stderr
 	p.signal(syscall.SIGKILL)
 	sigs.setChild(0)
 	return p.reap(), lost, nil
+}
+
+// stopDue returns why the command must not start now, when the lease is
+// already lost or its stop (SIGTERM, --grace before the local deadline dl)
+// has come due: it would be started only to be stopped, and could run past
+// the deadline meanwhile. The guard checks dl again before it starts the
+// command, in case tenure is held up between here and there.
+func stopDue(h hold, t stopTiming, dl, now time.Time) error {
+	if h.ctx.Err() != nil {
+		return context.Cause(h.ctx)
+	}
+	termAt, _ := t.at(dl)
+	switch {
+	case !now.Before(dl):
+		return errDeadlinePassed
+	case !now.Before(termAt):
+		return errNearDeadline
+	}
+	return nil
+}
+
+// notStarted is the cause of a loss that came before the command started
+// (stopDue): it reads as its cause, and tells tenure's last word that the
+// command was never started.
+type notStarted struct{ cause error }
+
+func (e notStarted) Error() string { return e.cause.Error() }
+func (e notStarted) Unwrap() error { return e.cause }
+
+// lostWhen and lostDone are the words of tenure's last word after the
+// lease was lost with cause: while the command ran, and it was stopped,
+// or before it started, and it was not.
+func lostWhen(cause error) string {
+	if errors.As(cause, new(notStarted)) {
+		return "before the command started"
+	}
+	return "while the command ran"
+}
+
+func lostDone(cause error) string {
+	if errors.As(cause, new(notStarted)) {
+		return "the command was not started"
+	}
+	return "the command was stopped"
 }
 
 // supervisor stops a command's group by the lease's deadline.
@@ -111,6 +159,9 @@ func (s *supervisor) run() (lost error) {
 		}
 		select {
 		case <-s.p.exited:
+			if s.p.refused() {
+				return s.refused(time.Now())
+			}
 			s.due(time.Now())
 			s.noteGuardStop(time.Now())
 			return s.lost
@@ -209,6 +260,17 @@ func (s *supervisor) noteGuardStop(now time.Time) {
 			"no renewal was confirmed, or reached the guard, in time (Redis unreachable, slow or paused, or tenure slow)" +
 			renewFailure(s.h.renewErr())
 	})
+}
+
+// refused is why the guard did not start the command: its stop had come
+// due by the deadline it was told, which tenure's own clock (on a value
+// that errs late next to the guard's) may see a moment later.
+func (s *supervisor) refused(now time.Time) error {
+	cause := stopDue(s.h, s.t, s.h.deadline(), now)
+	if cause == nil {
+		cause = errNearDeadline
+	}
+	return notStarted{cause}
 }
 
 // loseLease stops the command at once: the lease was lost.

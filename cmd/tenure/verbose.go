@@ -134,35 +134,75 @@ type leaseWatch struct {
 
 	// probe, when set, sends Redis one request (a PING) and returns its
 	// error: a renewal that timed out hides why (connection refused, i/o
-	// timeout, ...), which a fresh request shows. It runs once, for the
-	// first message that needs it.
+	// timeout, ...), which a fresh request shows. It runs once, in the
+	// background, from the first renewal that failed (startProbe), so
+	// that its answer is there when a message needs it, without the
+	// message waiting up to probeTimeout on an unreachable Redis: the
+	// last renewal before a deadline often ends by its context, while
+	// the earlier ones met the cause.
 	probe     func(context.Context) error
 	probeOnce sync.Once
+	probeDone chan struct{} // closed once probed is set
 	probed    error
 }
 
 // probeTimeout bounds the probe that looks for why renewals timed out.
 const probeTimeout = time.Second
 
+// startProbe starts the probe, once; the first renewal that fails calls
+// it. It does not wait.
+func (w *leaseWatch) startProbe() {
+	w.probeOnce.Do(func() {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
+			defer cancel()
+			w.probed = w.probe(ctx)
+			close(w.probeDone)
+		}()
+	})
+}
+
 // lastRenewError returns the last failed renewal's error, nil if none.
-// When that error is only a timeout, it adds what a request sent now
-// meets, when that fails too.
-func (w *leaseWatch) lastRenewError() error {
+// When that error is only a timeout, it adds what the probe met, when
+// that failed too; it waits for the probe's answer until by at most, and
+// goes without it after that.
+func (w *leaseWatch) lastRenewError(by time.Time) error {
 	w.mu.Lock()
 	last := w.renewErr
 	w.mu.Unlock()
 	if last == nil || !unanswered(last) || w.probe == nil {
 		return last
 	}
-	w.probeOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), probeTimeout)
-		defer cancel()
-		w.probed = w.probe(ctx)
-	})
+	w.startProbe()
+	t := time.NewTimer(max(0, time.Until(by)))
+	defer t.Stop()
+	select {
+	case <-w.probeDone:
+	case <-t.C:
+		select {
+		case <-w.probeDone:
+		default:
+			return last // no answer in time
+		}
+	}
 	if w.probed == nil || unanswered(w.probed) {
 		return last // the PING timed out too: nothing more to say
 	}
-	return fmt.Errorf("%w; a PING sent after it: %v", last, w.probed)
+	return fmt.Errorf("%w; a PING sent meanwhile: %v", last, w.probed)
+}
+
+// exitBy is when tenure must be done with l after a loss, or a stop for
+// want of a renewal: killMargin before its local deadline, when a
+// command's group is killed and a hold gives NAME up, so that tenure has
+// exited by the deadline itself. Nothing it waits for on Redis (the
+// probe, the release) may keep it past this.
+func (w *leaseWatch) exitBy(l *lease.Lease) time.Time {
+	return l.Deadline().Add(-killMargin(w.ttl))
+}
+
+// renewErrorOf is lastRenewError for messages about l, bounded by exitBy.
+func (w *leaseWatch) renewErrorOf(l *lease.Lease) func() error {
+	return func() error { return w.lastRenewError(w.exitBy(l)) }
 }
 
 // renewals pokes after successful renewals, many coalesced into one.
@@ -190,7 +230,8 @@ type leaseEnd struct {
 }
 
 func newLeaseWatch(log *slog.Logger, ttl time.Duration) *leaseWatch {
-	return &leaseWatch{log: log, ttl: ttl, ends: map[*lease.Lease]*leaseEnd{}, renewed: make(chan struct{}, 1)}
+	return &leaseWatch{log: log, ttl: ttl, ends: map[*lease.Lease]*leaseEnd{}, renewed: make(chan struct{}, 1),
+		probeDone: make(chan struct{})}
 }
 
 func (w *leaseWatch) end(l *lease.Lease) *leaseEnd {
@@ -222,6 +263,9 @@ func (w *leaseWatch) hooks() lease.Hooks {
 				w.mu.Lock()
 				w.renewErr = err
 				w.mu.Unlock()
+				if w.probe != nil {
+					w.startProbe()
+				}
 				w.log.Warn("renewal failed; retrying until the local deadline", "name", l.Name(), "fence", l.Fence(),
 					"deadline_in", left, "error", err)
 				return
@@ -253,7 +297,7 @@ func (w *leaseWatch) hooks() lease.Hooks {
 			close(e.done)
 			if info.Loss != "" {
 				w.log.Warn("lease lost", "name", l.Name(), "fence", l.Fence(), "reason", string(info.Loss),
-					"why", w.lossText(info.Loss), "held", info.Held.Round(time.Millisecond))
+					"why", w.lossText(time.Time{}, info.Loss), "held", info.Held.Round(time.Millisecond))
 				return
 			}
 			w.log.Debug("lease ended", "name", l.Name(), "fence", l.Fence(), "cause", info.Cause,
@@ -281,20 +325,22 @@ func (w *leaseWatch) ended(l *lease.Lease, wait time.Duration) (lease.EndInfo, b
 func (w *leaseWatch) why(l *lease.Lease, cause error) string {
 	if errors.Is(cause, lease.ErrLost) {
 		if info, ok := w.ended(l, time.Second); ok && info.Loss != "" {
-			return w.lossText(info.Loss)
+			return w.lossText(w.exitBy(l), info.Loss)
 		}
 	}
 	if errors.Is(cause, errNearDeadline) {
-		return bare(cause) + renewFailure(w.lastRenewError())
+		return bare(cause) + renewFailure(w.lastRenewError(w.exitBy(l)))
 	}
 	return bare(cause)
 }
 
 // lossText is lossText, or permitLossText for a semaphore's permits; a
-// loss by the local deadline names the last renewal's error.
-func (w *leaseWatch) lossText(r lease.LossReason) string {
+// loss by the local deadline names the last renewal's error, with the
+// probe's answer if it comes by by (the hooks pass a zero by: they must
+// not block).
+func (w *leaseWatch) lossText(by time.Time, r lease.LossReason) string {
 	if r == lease.LossExpired {
-		return lossText(r) + renewFailure(w.lastRenewError())
+		return lossText(r) + renewFailure(w.lastRenewError(by))
 	}
 	if w.permit {
 		return permitLossText(r)

@@ -66,14 +66,15 @@ func TestLossText(t *testing.T) {
 
 // TestPausedRedis: Redis is paused (SIGSTOP) while "tenure run" holds a
 // lease. tenure stops the command before the lease's local deadline,
-// saying that Redis did not confirm a renewal, then waits
-// --release-timeout (default min(TTL, 2s)) for the release and exits,
-// saying that the release's outcome is unknown, all while Redis is still
-// paused: the test resumes it only once tenure has exited.
+// saying that Redis did not confirm a renewal, then waits for the release
+// no later than the command's group is killed (200ms before the
+// deadline; --release-timeout, 2s, would be later) and exits, saying that
+// the release's outcome is unknown, all while Redis is still paused: the
+// test resumes it only once tenure has exited.
 func TestPausedRedis(t *testing.T) {
 	out := runPaused(t, "run", "paused", []string{
 		"has not confirmed a renewal of the lease in time (unreachable, slow or paused)",
-		`releasing "paused": no reply from Redis within --release-timeout 2s`,
+		`releasing "paused": no reply from Redis by 200ms before the lease's local deadline, past which tenure does not wait after a loss`,
 		"whether the lease was released is unknown",
 		"it expires by its TTL (3s)",
 		`the lease on "paused" was lost while the command ran: Redis did not confirm a renewal in time`,
