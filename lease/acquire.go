@@ -119,6 +119,13 @@ func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireCon
 	case err != nil:
 		return nil, err
 	case l != nil && m.handOver(l):
+		if m.wd.Behind() {
+			// Won while the watchdog fell behind (a process short of
+			// CPU answers late): held leases come first, and this one,
+			// answered late, would be the first lost.
+			m.giveBack(l)
+			return nil, overloaded(req.Name, nil)
+		}
 		return l, nil
 	case res.HeldLimit > 0:
 		return nil, limitMismatch(req, res)
@@ -396,9 +403,25 @@ func (w *wait) sleep(ctx context.Context, step time.Duration, wake <-chan struct
 // ErrOverloaded.
 func overloaded(name string, why error) error {
 	if why == nil {
-		return fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, bare(ErrOverloaded))
+		// Formatted only when printed: callers short of CPU refuse many
+		// of these a second (a TryAcquire loop), and the refusal must not
+		// take the CPU the held leases' renewals need.
+		return &overloadError{name: name}
 	}
 	return fmt.Errorf("%w: %q: %w: %w", ErrNotAcquired, name, bare(ErrOverloaded), why)
+}
+
+// overloadError is TryAcquire's refusal while the watchdog is behind.
+type overloadError struct{ name string }
+
+func (e *overloadError) Error() string {
+	return fmt.Sprintf("%v: %q: %v", ErrNotAcquired, e.name, bare(ErrOverloaded))
+}
+
+// Is makes errors.Is find ErrNotAcquired and ErrOverloaded, as it does in
+// every other refusal.
+func (e *overloadError) Is(target error) bool {
+	return target == ErrNotAcquired || target == ErrOverloaded
 }
 
 // handOver reports whether l may still be handed to the caller: its local
@@ -415,9 +438,22 @@ func (m *Manager) handOver(l *Lease) bool {
 	if m.wd.Remove(l.entry) == nil {
 		l.end(ErrLost)
 	}
+	m.releaseUnused(l)
+	return false
+}
+
+// giveBack ends l, won but not to be handed over, and releases it in the
+// background.
+func (m *Manager) giveBack(l *Lease) {
+	if m.wd.Remove(l.entry) == nil {
+		l.end(ErrReleased)
+	}
+	m.releaseUnused(l)
+}
+
+func (m *Manager) releaseUnused(l *Lease) {
 	item := l.item()
 	m.bg.spawn(func() { m.cleanUp("clean-up release", item.Name, m.releaseOp(item)) })
-	return false
 }
 
 // try makes one attempt. It returns the lease, or when the name is held

@@ -36,8 +36,9 @@ var (
 	// ErrInvalidOption: an option's value is out of range.
 	ErrInvalidOption = errors.New("lease: invalid option")
 	// ErrOverloaded: no lease was acquired because the manager is behind
-	// with the renewals of the leases it holds (the server, or the network
-	// to it, cannot keep up): held leases come first, and a new one would
+	// with the renewals of the leases it holds, or near the most it can
+	// renew (the process short of CPU, the server or the network to it
+	// unable to keep up): held leases come first, and a new one would
 	// only add renewals that push them past their deadlines. TryAcquire
 	// returns it at once; Acquire waits while it lasts, by its backoff
 	// policy, and returns it if the wait ends first. The error matches

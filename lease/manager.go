@@ -51,6 +51,9 @@ type lossReport struct {
 	name   string
 	fence  int64
 	reason error
+	// behind: the watchdog was behind (Watchdog.Behind) when the lease
+	// was lost: refusing new leases, and renewing the nearest losses first.
+	behind bool
 }
 
 // New returns a Manager over client, which the caller keeps and closes after
@@ -120,7 +123,7 @@ func (m *Manager) KeyPrefix() string { return m.cfg.prefix }
 // reportLoss queues a lost lease for reporting; it never blocks.
 func (m *Manager) reportLoss(l *Lease, reason error) {
 	select {
-	case m.losses <- lossReport{ctx: l.ctx, name: l.name, fence: l.fence, reason: reason}:
+	case m.losses <- lossReport{ctx: l.ctx, name: l.name, fence: l.fence, reason: reason, behind: m.wd.Behind()}:
 	default:
 		m.unreported.Add(1)
 	}
@@ -191,10 +194,10 @@ func (m *Manager) logLosses(batch []lossReport) {
 	unlogged := m.unreported.Swap(0)
 	if len(batch) == 1 && unlogged == 0 {
 		r := batch[0]
-		m.cfg.logger.WarnContext(r.ctx, "tenure: lease lost", "name", r.name, "fence", r.fence, "cause", r.reason)
+		m.cfg.logger.WarnContext(r.ctx, "tenure: lease lost", "name", r.name, "fence", r.fence, "cause", r.reason, "overloaded", r.behind)
 		return
 	}
-	var expired, takenOver, deleted int
+	var expired, takenOver, deleted, behind int
 	names := make([]string, 0, lossNames)
 	for _, r := range batch {
 		switch lossReason(r.reason) {
@@ -205,12 +208,16 @@ func (m *Manager) logLosses(batch []lossReport) {
 		default:
 			expired++
 		}
+		if r.behind {
+			behind++
+		}
 		if len(names) < lossNames {
 			names = append(names, r.name)
 		}
 	}
 	m.cfg.logger.Warn("tenure: leases lost", "count", int64(len(batch))+unlogged, "window", lossWindow,
-		"expired", expired, "taken_over", takenOver, "deleted", deleted, "unclassified", unlogged, "first", names)
+		"expired", expired, "taken_over", takenOver, "deleted", deleted, "unclassified", unlogged,
+		"while_overloaded", behind, "first", names)
 }
 
 // Do acquires name (waiting as Acquire does), runs fn under the lease and

@@ -206,6 +206,11 @@ func TestSyncSlowLoggerNeverDelaysCancellation(t *testing.T) {
 		if attrs["count"] != fmt.Sprint(n) || attrs["expired"] != fmt.Sprint(n) || attrs["first"] == "" {
 			t.Fatalf("attrs %v: want count and expired %d, and the first names", attrs, n)
 		}
+		// Unanswered renewals a third of the way to their loss: the
+		// watchdog was behind when each was lost, and the line says so.
+		if attrs["while_overloaded"] != fmt.Sprint(n) {
+			t.Fatalf("attrs %v: want while_overloaded %d", attrs, n)
+		}
 	})
 }
 

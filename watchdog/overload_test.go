@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -131,6 +132,62 @@ func TestSlowServerKeepsLeases(t *testing.T) {
 		case err := <-lost:
 			t.Fatalf("lost to a server that answers in 600ms with a 1s interval: %v", err)
 		default:
+		}
+	})
+}
+
+// costly is a Renewer whose every renewal costs the same time, in each
+// call: a process (or a server) that can renew only so many a second.
+type costly struct{ per time.Duration }
+
+func (c costly) Renew(ctx context.Context, batch []watchdog.Renewal[string], errs []error) {
+	select {
+	case <-time.After(time.Duration(len(batch)) * c.per):
+	case <-ctx.Done():
+		for i := range errs {
+			errs[i] = ctx.Err()
+		}
+	}
+}
+
+// L2: a caller that adds leases whenever the watchdog is not behind (as
+// lease's acquisitions do) is stopped before the held leases are at risk.
+// Four workers renewing 1ms a lease carry 4,000 renewals a second, 12,000
+// leases of a 3s TTL at most; the caller, once a thousand leases are held
+// and renewed, offers 10 new ones a millisecond for 20s. A brake that
+// waited for a lease to be late let so many in that renewals fell behind
+// for good, and held leases were lost.
+func TestBehindBeforeHeldLeasesAreAtRisk(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := watchdog.New[string](costly{per: time.Millisecond}, watchdog.Config{Drift: drift})
+		defer w.Close()
+		var lost atomic.Int64
+		added, refused := 0, 0
+		add := func() {
+			added++
+			if _, err := w.Add(fmt.Sprint("l", added), 3*time.Second, time.Now(), time.Second, true, watchdog.LostFunc(func(error) { lost.Add(1) })); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 1000 {
+			add()
+		}
+		time.Sleep(3 * time.Second) // a few rounds: the watchdog knows what it can do
+		for range 20000 {
+			for range 10 {
+				if w.Behind() {
+					refused++
+					continue
+				}
+				add()
+			}
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		t.Logf("%d added, %d refused, %d lost", added, refused, lost.Load())
+		if lost.Load() > 0 || refused == 0 {
+			t.Fatalf("%d of %d leases lost (%d refused)", lost.Load(), added, refused)
 		}
 	})
 }

@@ -162,6 +162,17 @@ type Watchdog[I any] struct {
 	behindAt         atomic.Int64
 	inflightBehindAt []atomic.Int64
 
+	// demand is how many renewals a second the leases held call for, the
+	// sum of 1/interval over those renewed (guarded by mu, published in
+	// demandBits for Behind); perWorker is how many a second one worker
+	// renews when it has a full batch to send, a moving average of those
+	// batches (0 until one was sent). Both are float64 bits.
+	demand     float64
+	demandBits atomic.Uint64
+	perWorker  atomic.Uint64
+	// hedging is set while a second attempt is in flight.
+	hedging atomic.Bool
+
 	// rtt is how long renewal round trips take, nanoseconds: the longest
 	// of those answered lately, decaying slowly (observeRTT), raised to
 	// the wait of one that was not. A second attempt waits at least twice
@@ -240,7 +251,7 @@ func New[I any](r Renewer[I], cfg Config) *Watchdog[I] {
 	w.wg.Add(1 + cfg.Workers)
 	go w.schedule()
 	for i := range cfg.Workers {
-		go w.worker(&w.inflightBehindAt[i])
+		go w.worker(i)
 	}
 	return w
 }
@@ -265,15 +276,23 @@ func (w *Watchdog[I]) Add(item I, ttl time.Duration, sent time.Time, interval ti
 	w.moveDeadline(e, s, ttl)
 	e.fullAt = s
 	e.next = never
-	if renew {
-		e.next = s + int64(interval)
-	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
 		return nil, ErrClosed
 	}
+	if renew {
+		e.next = s + int64(interval)
+		if len(w.queue) >= spreadFrom {
+			// Past a batch of leases, the first renewal falls somewhere
+			// in the second half of the interval, so that leases taken
+			// in one burst do not fall due in one burst every interval
+			// after (sweep keeps them apart); fewer share a round trip.
+			e.next -= rand.Int64N(int64(interval)/2 + 1)
+		}
+	}
 	w.push(e)
+	w.addDemand(e, 1)
 	return e, nil
 }
 
@@ -326,8 +345,10 @@ func (w *Watchdog[I]) Extended(e *Entry[I], sent time.Time, ttl, interval time.D
 	if e.state == done {
 		return e.reason
 	}
+	w.addDemand(e, -1)
 	e.ttl = ttl
 	e.interval = interval
+	w.addDemand(e, 1)
 	s := w.at(sent)
 	w.moveDeadline(e, s, ttl)
 	if e.state == idle && e.renew {
@@ -354,6 +375,8 @@ func (w *Watchdog[I]) Close() []I {
 		e.state, e.reason, e.index = done, ErrClosed, -1
 	}
 	w.queue = nil
+	w.demand = 0
+	w.demandBits.Store(0)
 	w.ready = nil
 	w.mu.Unlock()
 	w.cancel()
@@ -406,6 +429,7 @@ func (w *Watchdog[I]) wakeFor(e *Entry[I]) {
 // finish marks e done with reason (nil: removed) and drops it from the queue.
 func (w *Watchdog[I]) finish(e *Entry[I], reason error) {
 	e.state, e.reason = done, reason
+	w.addDemand(e, -1)
 	if e.index >= 0 {
 		heap.Remove(&w.queue, e.index)
 	}
@@ -486,9 +510,11 @@ func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
 			continue
 		}
 		// Renew what is due, and with it whatever falls due within a
-		// fifth of its interval, so that leases taken around the same
-		// time share round trips from then on.
-		if e.state != idle || e.next == never || e.next-now > int64(e.interval/5) || (!due && e.next > now) {
+		// fifth of its interval while the batch has room, so that a few
+		// leases taken around the same time share round trips from then
+		// on, but many stay spread over their interval.
+		early := e.next > now
+		if e.state != idle || e.next == never || e.next-now > int64(e.interval/5) || early && (!due || len(w.ready) >= w.cfg.BatchSize) {
 			break
 		}
 		due = true
@@ -514,37 +540,87 @@ func (w *Watchdog[I]) checkBehind() {
 }
 
 // lateAt is when e's renewal is late enough to say the watchdog is
-// behind: half-way from when it fell due (its last successful renewal's
-// send time plus the interval: retries do not move it) to when it is
-// lost (a renewal interval late with the default interval of a third of
-// the TTL), and at least minLate.
+// behind: a third of the way from when it fell due (its last successful
+// renewal's send time plus the interval: retries do not move it) to when
+// it is lost (two thirds of an interval late with the default interval of
+// a third of the TTL), and at least minLate.
 func (w *Watchdog[I]) lateAt(e *Entry[I]) int64 {
 	due := e.deadline - int64(e.ttl-w.cfg.Drift(e.ttl)) + int64(e.interval)
-	return due + max((e.lossAt-due)/2, int64(minLate))
+	return due + max((e.lossAt-due)/3, int64(minLate))
 }
 
 // minLate is the least lateness that counts as behind: a loaded machine
 // (a GC pause, a descheduled worker, the race detector) delays a renewal
 // by tens of milliseconds without Redis being short of anything, and
 // refusing leases for that would be a false alarm. A lease whose margin is
-// too short for it (a TTL under about two seconds) never counts.
-const minLate = 500 * time.Millisecond
+// too short for it (a TTL under about 1.5 seconds) never counts.
+const minLate = 300 * time.Millisecond
 
 // Behind reports whether the watchdog is falling behind with its
-// renewals: a lease due for renewal has gone unrenewed for half the time
-// between when it fell due and when it is lost (with the default interval,
-// an interval), waiting for a worker (every
-// worker is busy with earlier batches) or in a batch whose reply has not
-// come (the server, or the network to it, cannot keep up, or does not
-// answer). Leases already held should then come first: a caller may refuse
-// new leases while it lasts, rather than add renewals that would push held
-// leases past their deadlines. It takes no lock.
+// renewals, or about to. Either its workers have spent three quarters of
+// their time on full batches over the last seconds (the renewals due
+// against the capacity that the process, its CPU and its link, has now:
+// a process short of CPU shows here before any lease is late), or a lease
+// due for renewal has gone unrenewed for a third of the time between when
+// it fell due and when it is lost, waiting for a worker or in a batch
+// whose reply has not come. Leases already held should then come first: a
+// caller refuses new leases while it lasts, rather than add renewals that
+// would push held leases past their deadlines. It takes no lock.
 func (w *Watchdog[I]) Behind() bool {
+	now := w.now()
+	// The capacity counted is one worker's: the workers overlap their
+	// round trips, but renewing is CPU work too, here and on the server,
+	// and what one worker measured alone is not what several get at once
+	// from a process short of CPU.
+	if c := math.Float64frombits(w.perWorker.Load()); c > 0 &&
+		math.Float64frombits(w.demandBits.Load()) > maxLoad*c {
+		return true
+	}
 	at := w.behindAt.Load()
 	for i := range w.inflightBehindAt {
 		at = min(at, w.inflightBehindAt[i].Load())
 	}
-	return at != never && w.now() >= at
+	return at != never && now >= at
+}
+
+// spreadFrom is how many leases a watchdog holds before it spreads new
+// leases' first renewals: fewer fit a batch or two, and share round trips.
+const spreadFrom = 1000
+
+// maxLoad is the share of the renewals a second its workers can send
+// that the leases held may call for before the watchdog says it is
+// behind: the rest is the headroom that a burst of renewals, a GC pause
+// or a slower round trip eats without a held lease coming near its loss.
+const maxLoad = 0.75
+
+// addDemand, under w.mu, counts e's renewals in the demand (sign 1) or
+// takes them out (-1).
+func (w *Watchdog[I]) addDemand(e *Entry[I], sign float64) {
+	if !e.renew || e.interval <= 0 {
+		return
+	}
+	w.demand = max(0, w.demand+sign*float64(time.Second)/float64(e.interval))
+	w.demandBits.Store(math.Float64bits(w.demand))
+}
+
+// measure counts one batch of n renewals that took d in the capacity,
+// when it was at least half full: a small batch says how fast the ready
+// list drains, not how fast a worker renews.
+func (w *Watchdog[I]) measure(n int, d time.Duration) {
+	if 2*n < w.cfg.BatchSize || d <= 0 {
+		return
+	}
+	rate := float64(n) / d.Seconds()
+	for {
+		old := w.perWorker.Load()
+		est := rate
+		if c := math.Float64frombits(old); c > 0 {
+			est = c + (rate-c)/4
+		}
+		if w.perWorker.CompareAndSwap(old, math.Float64bits(est)) {
+			return
+		}
+	}
 }
 
 // sleep waits for wait to pass or a kick; it reports false when the
@@ -590,10 +666,11 @@ type batch[I any] struct {
 	behindAt int64
 }
 
-// worker renews batches from w.ready until it is empty, then sleeps.
-// behindAt is the worker's in-flight batch's share of Behind.
-func (w *Watchdog[I]) worker(behindAt *atomic.Int64) {
+// worker renews batches from w.ready until it is empty, then sleeps. Its
+// batch in flight has its share of Behind under index i.
+func (w *Watchdog[I]) worker(i int) {
 	defer w.wg.Done()
+	behindAt := &w.inflightBehindAt[i]
 	var b batch[I]
 	for {
 		select {
@@ -604,7 +681,11 @@ func (w *Watchdog[I]) worker(behindAt *atomic.Int64) {
 		for w.take(&b) {
 			if len(b.entries) > 0 {
 				behindAt.Store(b.behindAt)
+				start := time.Now()
 				w.renew(&b)
+				if decided(b.errs) {
+					w.measure(len(b.entries), time.Since(start))
+				}
 				behindAt.Store(never)
 			}
 		}
@@ -630,13 +711,28 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 	// twice the round trips seen lately, whichever is longer; the first
 	// answer wins (see renew). When more are ready than a batch holds,
 	// the nearest losses go first.
+	//
+	// A lease whose loss is nearer than the round trips seen lately is
+	// hopeless: it goes in a batch of its own kind, so that its near loss
+	// time does not cut short the wait for the others (the nearest losses
+	// come first, so they lead). While the watchdog is behind it is not
+	// sent at all: it is lost at its loss time, and its renewal's share of
+	// the capacity goes to leases that can still be saved.
 	now := w.now()
-	patience := 2 * w.rtt.Load()
+	rtt := w.rtt.Load()
+	patience := 2 * rtt
+	shed := w.Behind()
 	b.limit, b.hedgeAt, b.behindAt = never, never, never
 	for range n {
 		e := heap.Pop(&w.ready).(*Entry[I])
 		if e.state != inflight {
 			continue // released or lost while it waited for a worker
+		}
+		if hopeless := e.lossAt-now < rtt; hopeless && shed {
+			continue
+		} else if !hopeless && len(b.entries) > 0 && b.entries[0].lossAt-now < rtt {
+			heap.Push(&w.ready, e) // for the next batch
+			break
 		}
 		b.entries = append(b.entries, e)
 		b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
@@ -715,9 +811,21 @@ func (w *Watchdog[I]) attempt(ctx context.Context, b *batch[I]) {
 		select {
 		case <-hedge:
 			hedge = nil
+			// One second attempt at a time, and none while behind: a
+			// first attempt slow for want of CPU, or a server short of
+			// it, is not helped by sending it twice. A dead connection
+			// holds up every batch sent on it: one at a time still
+			// finds a live one.
+			if w.Behind() || !w.hedging.CompareAndSwap(false, true) {
+				continue
+			}
 			running++
 			w.wg.Add(1)
-			go w.send(ctx, b.reqs, make([]error, len(b.reqs)), done)
+			reqs := b.reqs // renew drops b.reqs while this attempt may run on
+			go func() {
+				defer w.hedging.Store(false)
+				w.send(ctx, reqs, make([]error, len(reqs)), done)
+			}()
 			continue
 		case a := <-done:
 			running--
