@@ -58,6 +58,7 @@
 // let go by the lease's release message (P{N}:released), and of a leader
 // that died by the lease key's TTL running out, which they wait for; they
 // also look again every RetryPeriod in case a message was lost.
+//
 // # Health
 //
 // IsLeader reports, without a round trip, whether a term of this process's

@@ -35,7 +35,7 @@ func slowLink(t *testing.T, ttl, rtt, hold time.Duration, flush bool) {
 		}
 		held = append(held, l)
 	}
-	time.Sleep(ttl) // renewals have warmed the pipeline connections
+	time.Sleep(ttl)           // renewals have warmed the pipeline connections
 	proxy.SetLatency(rtt / 2) // each way
 	for end := time.Now().Add(hold); time.Now().Before(end); {
 		time.Sleep(3 * ttl / 2)

@@ -73,7 +73,7 @@ func NewServer() *Server { return &Server{fake: backend.NewFake()} }
 
 // NewManager returns a manager whose leases live in s, configured by opts
 // as lease.New configures one (options about the Redis connection, such as
-// WithReplicas, have nothing to act on). Its op timeout (WithOpTimeout)
+// lease.WithReplicaAcks, have nothing to act on). Its op timeout (WithOpTimeout)
 // also plays the Redis client's read timeout: see SetUnreachable. Close it
 // as any manager.
 func (s *Server) NewManager(opts ...lease.Option) (*lease.Manager, error) {
@@ -111,10 +111,10 @@ func (s *Server) TakeOver(name string, ttl time.Duration) {
 // unanswered, as lost packets do.
 func (s *Server) SetUnreachable(on bool) { s.fake.SetHang(on) }
 
-// Fail makes every request of the kind op names ("acquire", "renew",
-// "release", "abandon", "leave" or "reenter") that fail returns an error
-// for fail with that error, without being applied, as a refused command
-// does. A nil fail clears it.
+// Fail injects errors: every request calls fail with its kind, op
+// ("acquire", "renew", "release", "abandon", "leave" or "reenter"), and
+// when fail returns an error the request fails with it, unapplied, as a
+// command the server refused does. A nil fail clears it.
 func (s *Server) Fail(fail func(op string) error) { s.fake.SetFault(fail) }
 
 // Holder reports whether name is held, and for how much longer (0 when
