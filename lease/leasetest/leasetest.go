@@ -14,6 +14,9 @@
 // Loss is found the way it is on Redis: at the lease's next renewal, or at
 // its local deadline when the server does not answer (SetUnreachable).
 //
+// Its managers log nowhere unless given lease.WithLogger, so that the
+// losses a test causes on purpose print no warnings.
+//
 // An unreachable server answers nothing, yet no request waits on it for
 // ever: it fails once the manager's op timeout (lease.WithOpTimeout, 5s by
 // default) has passed, unless its context ended first, as a Redis client's
@@ -55,6 +58,7 @@
 package leasetest
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/tenure-go/tenure/internal/backend"
@@ -76,10 +80,17 @@ func NewServer() *Server { return &Server{fake: backend.NewFake()} }
 // lease.WithReplicaAcks, have nothing to act on). Its op timeout (WithOpTimeout)
 // also plays the Redis client's read timeout: see SetUnreachable. Close it
 // as any manager.
+//
+// It logs nowhere unless opts has lease.WithLogger: a test that loses
+// leases on purpose would otherwise print "tenure: lease lost" warnings
+// through slog.Default (lease.New's default), which is noise in a test's
+// output. Pass lease.WithLogger to see them.
 func (s *Server) NewManager(opts ...lease.Option) (*lease.Manager, error) {
-	args := make([]any, len(opts))
-	for i, o := range opts {
-		args[i] = o
+	// First, so that a WithLogger of the caller's, applied later, wins.
+	args := make([]any, 0, len(opts)+1)
+	args = append(args, lease.WithLogger(slog.New(slog.DiscardHandler)))
+	for _, o := range opts {
+		args = append(args, o)
 	}
 	return bridge.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]().OnBackend(s.fake, args)
 }

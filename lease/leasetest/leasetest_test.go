@@ -1,10 +1,12 @@
 package leasetest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -293,4 +295,54 @@ func TestUnreachableReleaseBoundedByOpTimeout(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A manager of a user's tests logs nowhere by default: losing a lease on
+// purpose prints no "tenure: lease lost" warning through slog.Default.
+// One given lease.WithLogger logs there, which shows the loss is logged at
+// all.
+func TestManagersLogNowhereByDefault(t *testing.T) {
+	var global, given syncBuffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&global, nil)))
+	synctest.Test(t, func(t *testing.T) {
+		srv := leasetest.NewServer()
+		quiet := manager(t, srv, lease.WithTTL(3*time.Second))
+		loud := manager(t, srv, lease.WithTTL(3*time.Second), lease.WithLogger(slog.New(slog.NewTextHandler(&given, nil))))
+		ctx := context.Background()
+		for _, m := range []*lease.Manager{quiet, loud} {
+			l, err := m.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Delete("job")
+			<-l.Done()
+			time.Sleep(2 * time.Second) // past the loss report's one-second window
+			synctest.Wait()
+		}
+	})
+	if s := global.String(); s != "" {
+		t.Fatalf("a leasetest manager without WithLogger logged to slog.Default:\n%s", s)
+	}
+	if s := given.String(); !strings.Contains(s, "tenure: lease lost") {
+		t.Fatalf("the manager given WithLogger logged %q, want the loss", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the managers' report goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
