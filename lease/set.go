@@ -181,16 +181,19 @@ func (s *Set) Fence(name string) int64 {
 }
 
 // Context returns a context cancelled when the first of the Set's leases
-// ends, no later than the earliest local deadline among them; its cause is
-// that lease's (ErrLost, ErrReleased or ErrClosed). It is done by the time
+// ends, no later than the earliest local deadline among them; its cause
+// names that lease and wraps its cause (ErrLost, ErrReleased or ErrClosed),
+// as in "account:2": lease: lost, so errors.Is(cause, ErrLost) tells a
+// loss. Set.Release ends it with ErrReleased itself. It is done by the time
 // that lease's own context is: the lease's end cancels it first.
 func (s *Set) Context() context.Context { return s.ctx }
 
 // Done is Context().Done().
 func (s *Set) Done() <-chan struct{} { return s.ctx.Done() }
 
-// Err returns nil while every lease of the Set is held, then the cause of
-// the first that ended.
+// Err returns nil while every lease of the Set is held, then the Set's
+// context's cause: the first lease that ended, named, wrapping its cause
+// ("account:2": lease: lost), or ErrReleased after Set.Release.
 func (s *Set) Err() error {
 	if s.ctx.Err() == nil {
 		return nil

@@ -148,6 +148,10 @@ func TestSetContextEndsWithAnyLoss(t *testing.T) {
 	if !errors.Is(context.Cause(s.Context()), lease.ErrLost) || !errors.Is(s.Err(), lease.ErrLost) {
 		t.Fatalf("cause %v, Err %v: want ErrLost", context.Cause(s.Context()), s.Err())
 	}
+	// The cause names the member lost: which of the names matters.
+	if got, want := s.Err().Error(), `"y": lease: lost`; got != want {
+		t.Fatalf("the set's cause says %q, want %q", got, want)
+	}
 	if s.Lease("x").Err() != nil || s.Lease("z").Err() != nil {
 		t.Fatal("x or z ended with y")
 	}
