@@ -73,7 +73,8 @@ func (v *values) Value(key any) any {
 //	})
 //
 // When leases nest (work under one lease acquires another), it returns the
-// innermost.
+// innermost. The context of a Set (Manager.AcquireAll, DoAll) carries the
+// Set, not a lease: SetFromContext returns it.
 func FromContext(ctx context.Context) (*Lease, bool) {
 	l, ok := ctx.Value(leaseKey{}).(*Lease)
 	return l, ok

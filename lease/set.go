@@ -50,7 +50,13 @@ func (m *Manager) TryAcquireAll(ctx context.Context, names []string, opts ...Acq
 // DoAll runs fn while holding every one of names (AcquireAll), with the
 // Set's context, and then releases them, as Do does for one name: the
 // error is fn's, or says which lease ended before fn returned (wrapping
-// ErrLost when one was lost).
+// ErrLost when one was lost). fn reaches the Set, and each name's fence,
+// through SetFromContext:
+//
+//	m.DoAll(ctx, []string{"account:1", "account:2"}, func(ctx context.Context) error {
+//		s, _ := lease.SetFromContext(ctx)
+//		return transfer(ctx, s.Fence("account:1"), s.Fence("account:2"))
+//	})
 func (m *Manager) DoAll(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...AcquireOption) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrInvalidOption)
@@ -102,7 +108,7 @@ func (m *Manager) acquireAll(ctx context.Context, names []string, opts []Acquire
 	// member's own end, before the member's context (joinSet), not an
 	// AfterFunc's goroutine later, so that work under the Set never runs
 	// past a member's loss.
-	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), setKey{}, s))
 	if broken && breakSetContext() { // tenure_broken builds only: broken_on.go
 		return s, nil
 	}
@@ -146,6 +152,19 @@ func (s *Set) undo(ctx context.Context, m *Manager) {
 	for i := len(s.leases) - 1; i >= 0; i-- {
 		_ = s.leases[i].Release(rctx)
 	}
+}
+
+type setKey struct{}
+
+// SetFromContext returns the Set whose context ctx is, or derives from:
+// the way for work run by Manager.DoAll to learn its leases and their
+// fences (Set.Fence). When Sets nest it returns the innermost. A Set is
+// not a Lease: FromContext does not see it (on a Set's context it returns
+// a lease held further out, if any), since a Set has a lease, and a fence,
+// per name.
+func SetFromContext(ctx context.Context) (*Set, bool) {
+	s, ok := ctx.Value(setKey{}).(*Set)
+	return s, ok
 }
 
 // Leases returns the Set's leases, in the order they were taken (by name).
