@@ -3,8 +3,9 @@
 // the lease's context is the leading context.
 //
 //	e, err := election.New(election.Config{
-//		Manager: m, Client: client, // the client m was made with
-//		Name: "scheduler", Identity: hostname,
+//		Manager:  m, // from lease.New(client): the record is read through client
+//		Name:     "scheduler",
+//		Identity: hostname,
 //	})
 //	err = e.Run(ctx, election.Callbacks{
 //		OnStartedLeading: func(ctx context.Context) {

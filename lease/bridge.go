@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/bridge"
 	"github.com/tenure-go/tenure/watchdog"
@@ -65,7 +67,13 @@ func init() {
 			return l != nil && l.m == m && l.Err() == nil, l != nil && l.permit
 		},
 		Enter: func(ctx context.Context, l *Lease) (int64, error) { return l.enter(ctx) },
-		Exit:  func(ctx context.Context, l *Lease) error { return l.exit(ctx) },
+		Client: func(m *Manager) redis.UniversalClient {
+			if m == nil {
+				return nil
+			}
+			return m.client
+		},
+		Exit: func(ctx context.Context, l *Lease) error { return l.exit(ctx) },
 		OnBackend: func(be any, opts []any) (*Manager, error) {
 			b, ok := be.(backend.Backend)
 			if !ok {

@@ -14,6 +14,8 @@ package bridge
 import (
 	"context"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Bridge is what packages reentrant and semaphore need of package lease: M
@@ -52,6 +54,10 @@ type Bridge[M, L, O any] struct {
 	// OnBackend returns a manager with opts whose leases live in be, a
 	// backend.Backend (the in-memory one of package leasetest).
 	OnBackend func(be any, opts []any) (M, error)
+	// Client returns the Redis client m was made with (lease.New's), or
+	// nil when m has none of its own: a quorum manager's, or one on
+	// another backend.
+	Client func(m M) redis.UniversalClient
 }
 
 // LimitMismatch is lease's error for a permit request refused because the
