@@ -97,6 +97,9 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 	if a.resize && a.limit == 0 {
 		return nil, fmt.Errorf("%w: resizing is for a semaphore's permits (package semaphore)", ErrInvalidOption)
 	}
+	if err := a.permitCount(); err != nil {
+		return nil, err
+	}
 	if err := m.supports(a); err != nil {
 		return nil, err
 	}

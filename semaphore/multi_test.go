@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -215,4 +216,60 @@ func TestAcquireNGivingUpLeavesTheQueue(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 	_ = a.Release(ctx)
+}
+
+// WithCount(k) is AcquireN's k as an option, so that n and k cannot be
+// swapped unnoticed: Acquire, TryAcquire and Do take k permits with it; it
+// must agree with AcquireN's k, lie from 1 to n, and a lease refuses it.
+func TestWithCount(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t))
+	p := semaphore.New(m)
+	ctx := context.Background()
+	two, err := p.Acquire(ctx, "wc", 3, semaphore.WithCount(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := raw.ZCard(ctx, "tenure:{wc}").Val(); n != 2 {
+		t.Fatalf("Acquire with WithCount(2) holds %d permits", n)
+	}
+	if free, err := p.Available(ctx, "wc", 3); err != nil || free != 1 {
+		t.Fatalf("Available after 2 of 3: %d %v", free, err)
+	}
+	if _, err := p.TryAcquire(ctx, "wc", 3, semaphore.WithCount(2)); !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("2 more of 3 with 1 free: %v, want ErrNotAcquired", err)
+	}
+	for _, tc := range []struct {
+		what string
+		try  func() (*lease.Lease, error)
+	}{
+		{"a count of 0", func() (*lease.Lease, error) { return p.TryAcquire(ctx, "wc", 3, semaphore.WithCount(0)) }},
+		{"a count above n", func() (*lease.Lease, error) { return p.TryAcquire(ctx, "wc", 3, semaphore.WithCount(4)) }},
+		{"AcquireN's k and another count", func() (*lease.Lease, error) {
+			return p.TryAcquireN(ctx, "wc", 3, 1, semaphore.WithCount(2))
+		}},
+		{"a lease with a count", func() (*lease.Lease, error) { return m.TryAcquire(ctx, "plain", semaphore.WithCount(1)) }},
+	} {
+		if _, err := tc.try(); !errors.Is(err, lease.ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", tc.what, err)
+		}
+	}
+	if err := two.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = p.Do(ctx, "wc", 3, func(ctx context.Context) error {
+		if n := raw.ZCard(ctx, "tenure:{wc}").Val(); n != 3 {
+			return fmt.Errorf("Do with WithCount(3) holds %d permits", n)
+		}
+		return nil
+	}, semaphore.WithCount(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agree, err := p.TryAcquireN(ctx, "wc", 3, 2, semaphore.WithCount(2))
+	if err != nil {
+		t.Fatalf("AcquireN's k and the same count: %v", err)
+	}
+	_ = agree.Release(ctx)
 }

@@ -33,7 +33,7 @@ type Bridge[M, L, O any] struct {
 	Exit func(ctx context.Context, l L) error
 	// Permit acquires k permits (all at once, or none) of the semaphore of
 	// n permits called name on manager m, waiting (as Acquire) or not (as
-	// TryAcquire).
+	// TryAcquire). k = 0 takes Count's k from opts, or 1.
 	Permit func(ctx context.Context, m M, name string, n, k int, wait bool, opts []O) (L, error)
 	// Available reads how many of n permits of name are free, and the n
 	// they are counted of (the stored n while permits are held).
@@ -45,6 +45,9 @@ type Bridge[M, L, O any] struct {
 	// Resize returns the acquire option of semaphore.WithResize: a permit
 	// request that may change the N the name's permits are held under.
 	Resize func(on bool) O
+	// Count returns the acquire option of semaphore.WithCount: how many
+	// permits a request takes at once.
+	Count func(k int) O
 	// Run runs fn under the held l and releases l when fn returns, as
 	// lease.Manager.Do does once it holds its lease.
 	Run func(ctx context.Context, l L, fn func(context.Context) error) error
