@@ -47,14 +47,19 @@
 // main bubble goroutine has exited but blocked goroutines remain" when the
 // test returns with one still open.
 //
-// The in-memory server answers as tenure's Redis backend does; the same
-// contract tests run against both (internal/backend/contract_test.go). It
-// keeps no fair queue and no semaphore: an acquire with lease.WithFair, a
-// permit of package semaphore and a lock of package rwlock fail with an
-// error wrapping errors.ErrUnsupported, rather than behave otherwise than
-// on Redis. Reentrant locks (package reentrant) are supported. Nothing
-// here talks to a network; miniredis, which tenure does not support, is
-// not needed.
+// The in-memory server answers as tenure's Redis backend does, its Lua
+// scripts' rules written in Go; the same contract tests run against both
+// (internal/backend/contract_test.go and contract_permit_test.go). So
+// every kind of hold works here: leases (lease.WithFair too), reentrant
+// locks (package reentrant), semaphores (package semaphore: n, k at once,
+// WithResize, Available) and read-write locks (package rwlock: writers
+// first, Downgrade). Delete and TakeOver act on a semaphore's name as on
+// any: every permit of it is lost. One difference: the server publishes
+// no release messages, so a waiter learns that a name was freed at its
+// next attempt, bounded by the holder's TTL and the backoff step
+// (lease.WithBackOff), rather than at once; under testing/synctest that
+// costs no real time. Nothing here talks to a network; miniredis, which
+// tenure does not support, is not needed.
 package leasetest
 
 import (
@@ -123,7 +128,8 @@ func (s *Server) TakeOver(name string, ttl time.Duration) {
 func (s *Server) SetUnreachable(on bool) { s.fake.SetHang(on) }
 
 // Fail injects errors: every request calls fail with its kind, op
-// ("acquire", "renew", "release", "abandon", "leave" or "reenter"), and
+// ("acquire", "renew", "release", "abandon", "leave", "reenter",
+// "available" or "downgrade"), and
 // when fail returns an error the request fails with it, unapplied, as a
 // command the server refused does. A nil fail clears it.
 func (s *Server) Fail(fail func(op string) error) { s.fake.SetFault(fail) }
