@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -272,4 +273,35 @@ func TestWithCount(t *testing.T) {
 		t.Fatalf("AcquireN's k and the same count: %v", err)
 	}
 	_ = agree.Release(ctx)
+}
+
+// A request refused for want of permits says how many were free and how
+// many it asked, even when the asker holds the others itself; one refused
+// because a lease holds the name says so.
+func TestRefusalSaysFreeAndAsked(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	p := semaphore.New(m)
+	ctx := context.Background()
+	if _, err := p.AcquireN(ctx, "pool", 3, 2); err != nil {
+		t.Fatal(err)
+	}
+	const want = `"pool": 1 of its 3 permits free, 2 asked`
+	_, err := p.TryAcquireN(ctx, "pool", 3, 2)
+	if !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("TryAcquireN(2 of 3) while holding 2: %v, want ErrNotAcquired saying %s", err, want)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = p.Acquire(wctx, "pool", 3, semaphore.WithCount(2))
+	if !errors.Is(err, lease.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a wait for 2 of 3 that timed out: %v, want it to say %s", err, want)
+	}
+	if _, err := m.TryAcquire(ctx, "leased"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.TryAcquire(ctx, "leased", 3)
+	if !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), "held by a lease") {
+		t.Fatalf("a permit of a leased name: %v, want it to say a lease holds it", err)
+	}
 }

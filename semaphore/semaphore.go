@@ -210,9 +210,12 @@ func (p *Permits) AcquireN(ctx context.Context, name string, n, k int, opts ...l
 
 // TryAcquireN makes one attempt at k of the n permits of name, all or
 // none, as TryAcquire makes one at a single permit (as does TryAcquire
-// with WithCount(k)): an error wrapping
-// lease.ErrNotAcquired when fewer than k are free (or promised to fair
-// waiters), or the name is held by a lease or a reentrant lock.
+// with WithCount(k)): an error wrapping lease.ErrNotAcquired when fewer
+// than k are free (or promised to fair waiters), or the name is held by a
+// lease or a reentrant lock. The error says which: how many permits were
+// free and how many were asked ("pool": 1 of its 3 permits free, 2 asked,
+// the caller's own permits counting as taken), or that fair waiters come
+// first, or that another kind of holder has the name.
 func (p *Permits) TryAcquireN(ctx context.Context, name string, n, k int, opts ...lease.AcquireOption) (*lease.Lease, error) {
 	if p == nil || p.m == nil {
 		return nil, errNoManager

@@ -66,8 +66,8 @@ func contractPermits(c contract) {
 		c.t.Fatalf("second permit's fence %d after %d", b.Fence, a.Fence)
 	}
 	full := c.acquire(permit("s", "t3", 2))
-	if full.Acquired || full.Retired || full.HolderTTL <= 59*time.Second || full.HolderTTL > time.Minute {
-		c.t.Fatalf("a third of two: %+v, want to wait the earliest permit's TTL", full)
+	if full.Acquired || full.Retired || full.HolderTTL <= 59*time.Second || full.HolderTTL > time.Minute || full.Free != 0 {
+		c.t.Fatalf("a third of two: %+v, want to wait the earliest permit's TTL, none free", full)
 	}
 	t1 := permit("s", "t1", 2).Item()
 	short := t1
@@ -130,8 +130,8 @@ func contractPermitsExpire(c contract) {
 // took over says "not held", not "gone".
 func contractPermitsKind(c contract) {
 	c.mustAcquire(lease("l", "lease", time.Minute))
-	if a := c.acquire(permit("l", "p", 5)); a.Acquired || a.HolderTTL <= 59*time.Second {
-		c.t.Fatalf("a permit beside a lease: %+v, want the lease's TTL", a)
+	if a := c.acquire(permit("l", "p", 5)); a.Acquired || a.HolderTTL <= 59*time.Second || a.Free != -1 {
+		c.t.Fatalf("a permit beside a lease: %+v, want the lease's TTL, Free -1", a)
 	}
 	err := c.renew(permit("l", "p", 5).Item())[0]
 	if !errors.Is(err, backend.ErrNotHeld) || errors.Is(err, backend.ErrGone) {
@@ -192,8 +192,8 @@ func contractPermitsK(c contract) {
 	for _, tok := range []string{"s1", "s2", "s3"} {
 		last = c.mustAcquire(permit("k", tok, 5)).Fence
 	}
-	if a := c.acquire(permitK("k", "many", 5, 3)); a.Acquired {
-		c.t.Fatalf("3 with 2 free: %+v", a)
+	if a := c.acquire(permitK("k", "many", 5, 3)); a.Acquired || a.Free != 2 {
+		c.t.Fatalf("3 with 2 free: %+v, want refused, Free 2", a)
 	}
 	c.available("k", 5, 2, 5)
 	if err := c.release(permit("k", "s1", 5).Item())[0]; err != nil {
@@ -239,8 +239,8 @@ func contractFairPermits(c contract) {
 	if err := c.release(permitK("q", "h", 2, 2).Item())[0]; err != nil {
 		c.t.Fatal(err)
 	}
-	if a := c.acquire(w2); a.Acquired || a.HolderTTL > 5*time.Second {
-		c.t.Fatalf("w2 behind w1's 2 places with 2 free: %+v, want to wait at most w1's patience", a)
+	if a := c.acquire(w2); a.Acquired || a.HolderTTL > 5*time.Second || a.Free != 2 {
+		c.t.Fatalf("w2 behind w1's 2 places with 2 free: %+v, want to wait at most w1's patience, Free 2", a)
 	}
 	if a := c.acquire(permit("q", "barging", 2)); a.Acquired {
 		c.t.Fatalf("a barging permit past the queue: %+v", a)

@@ -126,7 +126,10 @@ func (f *Fake) permit(req Request, now time.Time) Acquisition {
 	if held >= 0 && held+ahead+want <= req.Limit && (req.Queue > 0 || ahead == 0) {
 		return f.grant(req, k, want, now)
 	}
-	a := Acquisition{HolderTTL: f.permitWait(name, k, held, want, req.Limit, now)}
+	a := Acquisition{HolderTTL: f.permitWait(name, k, held, want, req.Limit, now), Free: -1}
+	if held >= 0 {
+		a.Free = max(0, req.Limit-held)
+	}
 	if req.Queue > 0 {
 		a.Arrival = f.join(name, req.Token, want, req.Queue, now)
 	}

@@ -184,8 +184,8 @@ func TestSemaphores(t *testing.T) {
 		if free, err := pb.Available(ctx, "pool", 3); err != nil || free != 1 {
 			t.Fatalf("Available with 2 of 3 held: %d %v", free, err)
 		}
-		if _, err := pb.TryAcquireN(ctx, "pool", 3, 2); !errors.Is(err, lease.ErrNotAcquired) {
-			t.Fatalf("2 more of 3: %v, want ErrNotAcquired", err)
+		if _, err := pb.TryAcquireN(ctx, "pool", 3, 2); !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), "1 of its 3 permits free, 2 asked") {
+			t.Fatalf("2 more of 3: %v, want ErrNotAcquired saying 1 of 3 is free", err)
 		}
 		if _, err := pb.TryAcquire(ctx, "pool", 4); !errors.Is(err, semaphore.ErrLimitMismatch) {
 			t.Fatalf("n=4 while held under 3: %v, want ErrLimitMismatch", err)
