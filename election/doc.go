@@ -3,8 +3,9 @@
 // the lease's context is the leading context.
 //
 //	e, err := election.New(election.Config{
-//		Manager: m, Client: client, // the client m was made with
-//		Name: "scheduler", Identity: hostname,
+//		Manager:  m, // from lease.New(client): the record is read through client
+//		Name:     "scheduler",
+//		Identity: hostname,
 //	})
 //	err = e.Run(ctx, election.Callbacks{
 //		OnStartedLeading: func(ctx context.Context) {
@@ -58,6 +59,7 @@
 // let go by the lease's release message (P{N}:released), and of a leader
 // that died by the lease key's TTL running out, which they wait for; they
 // also look again every RetryPeriod in case a message was lost.
+//
 // # Health
 //
 // IsLeader reports, without a round trip, whether a term of this process's

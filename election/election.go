@@ -14,17 +14,26 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenure-go/tenure/internal/bridge"
 	// Imported under another name: keys is this package's set of one
 	// name's keys.
 	layout "github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
 
+// inside reaches the client a Manager was made with.
+var inside = bridge.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]()
+
 // Defaults.
 const (
 	// DefaultTTL is the TTL of the leadership lease: a leader that dies
-	// without letting go is replaced within it.
-	DefaultTTL = 15 * time.Second
+	// without letting go is replaced within it. It is a lease's
+	// (lease.DefaultTTL), which `tenure elect` uses too, so that a leader
+	// elected by the library and one by the command fail over alike. A
+	// shorter Config.TTL replaces a dead leader sooner (client-go's leader
+	// election takes 15 s) at the cost of more renewals and less room for
+	// a slow Redis or a paused process before a leader steps down.
+	DefaultTTL = lease.DefaultTTL
 	// DefaultRetryPeriod is the pause after a campaign attempt that failed
 	// on a Redis error, and the longest an observer goes without looking.
 	DefaultRetryPeriod = time.Second
@@ -49,15 +58,19 @@ var (
 	ErrStuck = errors.New("election: leader stuck past its lease")
 )
 
-// Config configures an Election. Client and Name are required; Manager and
-// Identity are required by Run (an Election without them can only observe:
-// Leader and Observe).
+// Config configures an Election. Name is required, and a Manager or a
+// Client (or both); Manager and Identity are required by Run (an Election
+// without them can only observe: Leader and Observe).
 type Config struct {
 	// Manager holds the leadership lease; its watchdog renews it.
 	Manager *lease.Manager
-	// Client is the Redis client the Manager was made with: Leader and
-	// Observe read the leader record through it, and Observe subscribes
-	// to the change messages on it.
+	// Client is where Leader and Observe read the leader record, and where
+	// Observe subscribes to the change messages. Leave it nil to use the
+	// client the Manager was made with (lease.New's); it is required
+	// without a Manager, and with a Manager that has no single client of
+	// its own (lease.NewQuorum's, or leasetest's, which keeps no record
+	// anyway). When both are set, Client is used as given: it must reach
+	// the Redis deployment the Manager's client does.
 	Client redis.UniversalClient
 	// KeyPrefix is the Manager's key prefix (lease.WithKeyPrefix). Empty
 	// means the Manager's, or lease.DefaultKeyPrefix without a Manager; a
@@ -167,8 +180,14 @@ func newKeys(prefix, name string) keys {
 
 // New validates cfg and returns an Election. It makes no round trip.
 func New(cfg Config) (*Election, error) {
+	if cfg.Client == nil && cfg.Manager != nil {
+		cfg.Client = inside.Client(cfg.Manager)
+	}
 	if cfg.Client == nil {
-		return nil, fmt.Errorf("%w: Client is nil", ErrInvalidConfig)
+		if cfg.Manager != nil {
+			return nil, fmt.Errorf("%w: Client is nil, and the Manager has no Redis client of its own (made by lease.NewQuorum or leasetest): give Client", ErrInvalidConfig)
+		}
+		return nil, fmt.Errorf("%w: Client is nil, and there is no Manager to take it from", ErrInvalidConfig)
 	}
 	if err := checkName(cfg.Name); err != nil {
 		return nil, err

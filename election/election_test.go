@@ -137,7 +137,7 @@ func TestConfigValidation(t *testing.T) {
 		what string
 		edit func(*election.Config)
 	}{
-		{"nil client", func(c *election.Config) { c.Client = nil }},
+		{"no client, no manager", func(c *election.Config) { c.Client, c.Manager = nil, nil }},
 		{"empty name", func(c *election.Config) { c.Name = "" }},
 		{"long name", func(c *election.Config) { c.Name = string(make([]byte, lease.MaxNameLen+1)) }},
 		{"brace name", func(c *election.Config) { c.Name = "}x" }},
@@ -152,6 +152,22 @@ func TestConfigValidation(t *testing.T) {
 		if _, err := election.New(cfg); !errors.Is(err, election.ErrInvalidConfig) {
 			t.Errorf("%s: New = %v, want ErrInvalidConfig", tc.what, err)
 		}
+	}
+	// A quorum manager has several clients: which one to read is the
+	// caller's to say.
+	var nodes []redis.UniversalClient
+	for _, port := range []string{"1", "2", "3"} {
+		c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:" + port})
+		defer c.Close()
+		nodes = append(nodes, c)
+	}
+	q, err := lease.NewQuorum(nodes, lease.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	if _, err := election.New(election.Config{Manager: q, Name: "n", Identity: "a"}); !errors.Is(err, election.ErrInvalidConfig) {
+		t.Errorf("a quorum manager and no client: New = %v, want ErrInvalidConfig", err)
 	}
 	noop := election.Callbacks{OnStartedLeading: func(context.Context) {}}
 	for _, tc := range []struct {
@@ -170,6 +186,45 @@ func TestConfigValidation(t *testing.T) {
 		if err := e.Run(context.Background(), tc.cb); !errors.Is(err, election.ErrInvalidConfig) {
 			t.Errorf("%s: Run = %v, want ErrInvalidConfig", tc.what, err)
 		}
+	}
+}
+
+// A Config with a Manager alone reads the leader record through the
+// client the Manager was made with, and campaigns with a lease's default
+// TTL, as the tenure command does.
+func TestManagerAloneAndDefaultTTL(t *testing.T) {
+	srv := redistest.Start(t)
+	m, err := lease.New(srv.Client(t), lease.WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	e, err := election.New(election.Config{Manager: m, Name: "solo", Identity: "only"})
+	if err != nil {
+		t.Fatalf("New with a Manager and no Client: %v", err)
+	}
+	var (
+		rec  election.Record
+		rerr error
+		left time.Duration
+	)
+	err = e.Run(context.Background(), election.Callbacks{OnStartedLeading: func(ctx context.Context) {
+		rec, rerr = e.Leader(ctx)
+		if l, ok := lease.FromContext(ctx); ok {
+			left = time.Until(l.Deadline())
+		}
+		_ = e.Resign(ctx)
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rerr != nil || rec.Identity != "only" {
+		t.Fatalf("Leader read through the Manager's client: %+v, %v", rec, rerr)
+	}
+	// The deadline is the TTL less the drift margin from the acquire's
+	// send: well above 15s for 30s, and below 30s.
+	if left <= 20*time.Second || left > lease.DefaultTTL {
+		t.Fatalf("the leadership lease has %v left, want a TTL of lease.DefaultTTL (%v)", left, lease.DefaultTTL)
 	}
 }
 

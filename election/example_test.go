@@ -26,7 +26,7 @@ func Example() {
 	}
 	defer m.Close()
 
-	e, err := election.New(election.Config{Manager: m, Client: client, Name: "example-scheduler", Identity: "worker-1"})
+	e, err := election.New(election.Config{Manager: m, Name: "example-scheduler", Identity: "worker-1"})
 	if err != nil {
 		panic(err)
 	}
@@ -57,7 +57,7 @@ func ExampleElection_HealthHandler() {
 		panic(err)
 	}
 	defer m.Close()
-	e, err := election.New(election.Config{Manager: m, Client: client, Name: "example-health", Identity: "worker-1"})
+	e, err := election.New(election.Config{Manager: m, Name: "example-health", Identity: "worker-1"})
 	if err != nil {
 		panic(err)
 	}

@@ -97,6 +97,9 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 	if a.resize && a.limit == 0 {
 		return nil, fmt.Errorf("%w: resizing is for a semaphore's permits (package semaphore)", ErrInvalidOption)
 	}
+	if err := a.permitCount(); err != nil {
+		return nil, err
+	}
 	if err := m.supports(a); err != nil {
 		return nil, err
 	}
@@ -132,7 +135,7 @@ func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireCon
 	case res.Acquired:
 		return nil, fmt.Errorf("%w: %q: it was won, but answered too late to be used", ErrNotAcquired, req.Name)
 	}
-	return nil, fmt.Errorf("%w: %q is held by another holder", ErrNotAcquired, req.Name)
+	return nil, fmt.Errorf("%w: %s", ErrNotAcquired, heldBy(req, res))
 }
 
 // limitMismatch is the error of a permit request refused because the
@@ -190,8 +193,9 @@ type wait struct {
 	waiter *waiter // registered with the notifier; nil until needed
 	policy backoff.BackOff
 	timer  *time.Timer
-	queued bool // the fair queue holds req.Token: leave it when giving up
-	held   bool // the last attempt found the name held
+	queued bool                // the fair queue holds req.Token: leave it when giving up
+	held   bool                // the last attempt found the name held
+	last   backend.Acquisition // what the last attempt that reached the server said
 }
 
 func (m *Manager) newWait(req backend.Request, a acquireConfig, attempts *int) wait {
@@ -269,6 +273,7 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 	}
 	l, res, err := m.try(ctx, w.req, w.a)
 	w.held = err == nil && !res.Acquired && !res.Retired
+	w.last = res
 	if w.waiter != nil && err == nil && (l == nil || w.req.Limit == 0) {
 		// Answered the wake-up: nobody else need be woken for it, whether
 		// we won or someone elsewhere did. A permit won is another matter:
@@ -318,7 +323,7 @@ func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 	m, a := w.m, w.a
 	step, ok := w.nextStep()
 	if !ok {
-		return notAcquired(w.req.Name, w.held, a.fair, errBackOffStop)
+		return w.notAcquired(errBackOffStop)
 	}
 	// Keys expire at millisecond granularity; a millisecond more makes sure
 	// the holder's key is gone when we look again.
@@ -344,9 +349,19 @@ func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 	case err == ErrClosed:
 		return err
 	case err != nil:
-		return notAcquired(w.req.Name, w.held, a.fair, err)
+		return w.notAcquired(err)
 	}
 	return nil
+}
+
+// notAcquired is the error of a wait that ended for why: a barging permit
+// request whose last attempt found too few permits says how many were
+// free and how many it asked.
+func (w *wait) notAcquired(why error) error {
+	if w.held && !w.a.fair && w.req.Limit > 0 {
+		return fmt.Errorf("%w: %s: %w", ErrNotAcquired, heldBy(w.req, w.last), why)
+	}
+	return notAcquired(w.req.Name, w.held, w.a.fair, why)
 }
 
 // waitForCapacity pauses a wait while the watchdog is behind with its

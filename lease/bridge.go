@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/bridge"
 	"github.com/tenure-go/tenure/watchdog"
@@ -26,15 +28,14 @@ func init() {
 			if n < 1 {
 				return nil, fmt.Errorf("%w: %d permits: a semaphore has at least 1", ErrInvalidOption, n)
 			}
-			if k < 1 || k > n {
+			if k < 0 || k > n {
 				return nil, fmt.Errorf("%w: %d of %d permits at once: from 1 to n", ErrInvalidOption, k, n)
 			}
 			if broken { // tenure_broken builds only: broken_on.go
-				n, k = breakLimit(n), breakK(k)
+				n = breakLimit(n)
 			}
-			if k == 1 {
-				k = 0 // one permit is one member, as it always was
-			}
+			// k, 0 when not given, is settled with semaphore.WithCount's
+			// by permitCount.
 			return m.acquire(ctx, name, opts, wait, holding{limit: n, permits: k})
 		},
 		Available: func(ctx context.Context, m *Manager, name string, n int) (int, int, error) {
@@ -60,12 +61,19 @@ func init() {
 			return m.downgrade(ctx, w, n, opts)
 		},
 		Resize: func(on bool) AcquireOption { return resizeOption(on) },
+		Count:  func(k int) AcquireOption { return countOption(k) },
 		Run:    func(ctx context.Context, l *Lease, fn func(context.Context) error) error { return l.run(ctx, fn) },
 		Holds: func(m *Manager, l *Lease) (bool, bool) {
 			return l != nil && l.m == m && l.Err() == nil, l != nil && l.permit
 		},
 		Enter: func(ctx context.Context, l *Lease) (int64, error) { return l.enter(ctx) },
-		Exit:  func(ctx context.Context, l *Lease) error { return l.exit(ctx) },
+		Client: func(m *Manager) redis.UniversalClient {
+			if m == nil {
+				return nil
+			}
+			return m.client
+		},
+		Exit: func(ctx context.Context, l *Lease) error { return l.exit(ctx) },
 		OnBackend: func(be any, opts []any) (*Manager, error) {
 			b, ok := be.(backend.Backend)
 			if !ok {

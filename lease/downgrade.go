@@ -38,6 +38,9 @@ func (m *Manager) downgrade(ctx context.Context, w *Lease, n int, opts []Acquire
 	if err != nil {
 		return nil, err
 	}
+	if a.count > 0 {
+		return nil, fmt.Errorf("%w: %q: a downgrade makes one read permit: no count", ErrInvalidOption, w.name)
+	}
 	a.holding = holding{limit: n}
 	if h := m.cfg.hooks; h.AcquireStart != nil || h.AcquireDone != nil {
 		if h.AcquireStart != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tenure-go/tenure/internal/backend"
 )
 
 // Errors for errors.Is. A lease's context is cancelled with ErrLost,
@@ -72,6 +74,25 @@ func notAcquired(name string, held, fair bool, why error) error {
 		return fmt.Errorf("%w: %q is held by another holder: %w", ErrNotAcquired, name, why)
 	}
 	return fmt.Errorf("%w: %q: %w", ErrNotAcquired, name, why)
+}
+
+// heldBy says what an attempt found that left no room for req: for a
+// lease, that the name is held; for permits, how many of the n were free
+// beside how many were asked (the asker's own permits count as taken: it
+// may hold 2 of 3 itself), or that the free ones are promised to fair
+// waiters, or that another kind of holder has the name.
+func heldBy(req backend.Request, res backend.Acquisition) string {
+	if req.Limit == 0 {
+		return fmt.Sprintf("%q is held by another holder", req.Name)
+	}
+	k := max(req.Permits, 1)
+	switch {
+	case res.Free < 0:
+		return fmt.Sprintf("%q is held by a lease, a write lock or a reentrant lock, not by permits", req.Name)
+	case res.Free >= k:
+		return fmt.Sprintf("%q: its free permits are promised to fair waiters ahead (or a waiting writer)", req.Name)
+	}
+	return fmt.Sprintf("%q: %d of its %d permits free, %d asked", req.Name, res.Free, req.Limit, k)
 }
 
 // errBackOffStop is the reason of a wait whose backoff policy gave up.

@@ -129,3 +129,26 @@ func ExampleManager_AcquireAll() {
 	// holding [account:1 account:2] with fences: true
 	// released: <nil>
 }
+
+// The function DoAll runs finds its Set, and each name's fence, with
+// SetFromContext.
+func ExampleManager_DoAll() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true})
+	defer client.Close()
+	m, err := lease.New(client)
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	err = m.DoAll(context.Background(), []string{"account:1", "account:2"}, func(ctx context.Context) error {
+		s, _ := lease.SetFromContext(ctx)
+		// A store that guards each account checks that account's fence.
+		fmt.Println("fences:", s.Fence("account:1") > 0, s.Fence("account:2") > 0)
+		return nil
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// fences: true true
+	// done: <nil>
+}

@@ -73,7 +73,8 @@ func (v *values) Value(key any) any {
 //	})
 //
 // When leases nest (work under one lease acquires another), it returns the
-// innermost.
+// innermost. The context of a Set (Manager.AcquireAll, DoAll) carries the
+// Set, not a lease: SetFromContext returns it.
 func FromContext(ctx context.Context) (*Lease, bool) {
 	l, ok := ctx.Value(leaseKey{}).(*Lease)
 	return l, ok
@@ -358,10 +359,11 @@ func (l *Lease) end(cause error) bool {
 
 // joinSet makes the lease's end cancel s's context first, in the same
 // call, so that whoever sees the lease's context done sees the Set's done
-// already: a Set's context ends no later than its first member's. It
-// reports false, changing nothing, when the lease has ended already. A
-// closure in place of l.cancel rather than a field: a Lease stays in its
-// size class.
+// already: a Set's context ends no later than its first member's. The
+// Set's cause names the member ("account:2": lease: lost): of several
+// names, which one ended is what its holder needs to know. It reports
+// false, changing nothing, when the lease has ended already. A closure in
+// place of l.cancel rather than a field: a Lease stays in its size class.
 func (l *Lease) joinSet(s *Set) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -370,10 +372,16 @@ func (l *Lease) joinSet(s *Set) bool {
 	}
 	own := l.cancel
 	l.cancel = func(cause error) {
-		s.cancel(cause)
+		s.cancel(memberEnded(l.name, cause))
 		own(cause)
 	}
 	return true
+}
+
+// memberEnded is a Set's cause when its member name ended with cause: it
+// names the member and wraps cause, for errors.Is.
+func memberEnded(name string, cause error) error {
+	return fmt.Errorf("%q: %w", name, cause)
 }
 
 // lossReason classifies the reason a lease was lost: its key deleted, taken

@@ -27,8 +27,9 @@ type Manager struct {
 	notify   *notifier // nil without a Redis client (the fake backend)
 	layout   backend.Layout
 	cfg      config
-	ctxBound bool // the client ends a command when its context ends
-	quorum   bool // NewQuorum: no reentrant locks, no fair queue
+	ctxBound bool                  // the client ends a command when its context ends
+	client   redis.UniversalClient // New's; nil for NewQuorum's and leasetest's
+	quorum   bool                  // NewQuorum: no reentrant locks, no fair queue
 
 	mu      sync.Mutex
 	held    map[*Lease]struct{}
@@ -75,6 +76,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Manager, error) {
 	m := newManager(cfg.redisBackend(client), cfg)
 	m.ctxBound = ctxBound(client)
 	m.notify = newNotifier(client)
+	m.client = client
 	return m, nil
 }
 

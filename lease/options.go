@@ -82,6 +82,7 @@ type acquireConfig struct {
 	// Set for packages reentrant and semaphore, through internal/bridge.
 	holding
 	resize bool // semaphore.WithResize: a permit request may change the name's N
+	count  int  // semaphore.WithCount: how many permits at once (k); 0: not given
 }
 
 // holding says what kind of hold an acquisition makes: a lease (the zero
@@ -286,6 +287,50 @@ type resizeOption bool
 
 func (o resizeOption) applyAcquire(a *acquireConfig) error {
 	a.resize = bool(o)
+	return nil
+}
+
+// countOption is semaphore.WithCount, made here as resizeOption is.
+type countOption int
+
+func (o countOption) applyAcquire(a *acquireConfig) error {
+	if o < 1 {
+		return fmt.Errorf("%w: a count of %d permits: at least 1", ErrInvalidOption, int(o))
+	}
+	a.count = int(o)
+	return nil
+}
+
+// permitCount settles how many permits a request takes at once: the k of
+// AcquireN (in a.permits, 0 when not given) or WithCount's, which must
+// agree when both are given, from 1 to the semaphore's n; a.permits is
+// then k, or 0 for one permit (one member, as it always was).
+func (a *acquireConfig) permitCount() error {
+	k := a.permits
+	switch {
+	case a.count > 0 && a.limit == 0:
+		return fmt.Errorf("%w: a count is for a semaphore's permits (package semaphore)", ErrInvalidOption)
+	case a.count > 0 && k > 0 && k != a.count:
+		return fmt.Errorf("%w: %d permits at once, and a count of %d: give one", ErrInvalidOption, k, a.count)
+	case a.count > 0:
+		k = a.count
+	}
+	if a.limit == 0 {
+		return nil
+	}
+	if k == 0 {
+		k = 1
+	}
+	if k > a.limit {
+		return fmt.Errorf("%w: %d of %d permits at once: from 1 to n", ErrInvalidOption, k, a.limit)
+	}
+	if broken { // tenure_broken builds only: broken_on.go
+		k = breakK(k)
+	}
+	if k == 1 {
+		k = 0
+	}
+	a.permits = k
 	return nil
 }
 

@@ -50,7 +50,13 @@ func (m *Manager) TryAcquireAll(ctx context.Context, names []string, opts ...Acq
 // DoAll runs fn while holding every one of names (AcquireAll), with the
 // Set's context, and then releases them, as Do does for one name: the
 // error is fn's, or says which lease ended before fn returned (wrapping
-// ErrLost when one was lost).
+// ErrLost when one was lost). fn reaches the Set, and each name's fence,
+// through SetFromContext:
+//
+//	m.DoAll(ctx, []string{"account:1", "account:2"}, func(ctx context.Context) error {
+//		s, _ := lease.SetFromContext(ctx)
+//		return transfer(ctx, s.Fence("account:1"), s.Fence("account:2"))
+//	})
 func (m *Manager) DoAll(ctx context.Context, names []string, fn func(ctx context.Context) error, opts ...AcquireOption) error {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrInvalidOption)
@@ -102,7 +108,7 @@ func (m *Manager) acquireAll(ctx context.Context, names []string, opts []Acquire
 	// member's own end, before the member's context (joinSet), not an
 	// AfterFunc's goroutine later, so that work under the Set never runs
 	// past a member's loss.
-	s.ctx, s.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	s.ctx, s.cancel = context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), setKey{}, s))
 	if broken && breakSetContext() { // tenure_broken builds only: broken_on.go
 		return s, nil
 	}
@@ -148,6 +154,19 @@ func (s *Set) undo(ctx context.Context, m *Manager) {
 	}
 }
 
+type setKey struct{}
+
+// SetFromContext returns the Set whose context ctx is, or derives from:
+// the way for work run by Manager.DoAll to learn its leases and their
+// fences (Set.Fence). When Sets nest it returns the innermost. A Set is
+// not a Lease: FromContext does not see it (on a Set's context it returns
+// a lease held further out, if any), since a Set has a lease, and a fence,
+// per name.
+func SetFromContext(ctx context.Context) (*Set, bool) {
+	s, ok := ctx.Value(setKey{}).(*Set)
+	return s, ok
+}
+
 // Leases returns the Set's leases, in the order they were taken (by name).
 func (s *Set) Leases() []*Lease { return slices.Clone(s.leases) }
 
@@ -181,16 +200,19 @@ func (s *Set) Fence(name string) int64 {
 }
 
 // Context returns a context cancelled when the first of the Set's leases
-// ends, no later than the earliest local deadline among them; its cause is
-// that lease's (ErrLost, ErrReleased or ErrClosed). It is done by the time
+// ends, no later than the earliest local deadline among them; its cause
+// names that lease and wraps its cause (ErrLost, ErrReleased or ErrClosed),
+// as in "account:2": lease: lost, so errors.Is(cause, ErrLost) tells a
+// loss. Set.Release ends it with ErrReleased itself. It is done by the time
 // that lease's own context is: the lease's end cancels it first.
 func (s *Set) Context() context.Context { return s.ctx }
 
 // Done is Context().Done().
 func (s *Set) Done() <-chan struct{} { return s.ctx.Done() }
 
-// Err returns nil while every lease of the Set is held, then the cause of
-// the first that ended.
+// Err returns nil while every lease of the Set is held, then the Set's
+// context's cause: the first lease that ended, named, wrapping its cause
+// ("account:2": lease: lost), or ErrReleased after Set.Release.
 func (s *Set) Err() error {
 	if s.ctx.Err() == nil {
 		return nil

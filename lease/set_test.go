@@ -148,6 +148,10 @@ func TestSetContextEndsWithAnyLoss(t *testing.T) {
 	if !errors.Is(context.Cause(s.Context()), lease.ErrLost) || !errors.Is(s.Err(), lease.ErrLost) {
 		t.Fatalf("cause %v, Err %v: want ErrLost", context.Cause(s.Context()), s.Err())
 	}
+	// The cause names the member lost: which of the names matters.
+	if got, want := s.Err().Error(), `"y": lease: lost`; got != want {
+		t.Fatalf("the set's cause says %q, want %q", got, want)
+	}
 	if s.Lease("x").Err() != nil || s.Lease("z").Err() != nil {
 		t.Fatal("x or z ended with y")
 	}
@@ -312,5 +316,36 @@ func TestAcquireAllCluster(t *testing.T) {
 	})
 	if err != nil || !ran {
 		t.Fatalf("DoAll on a Cluster: %v (ran %v)", err, ran)
+	}
+}
+
+// The function DoAll runs reaches its Set, and so each name's fence,
+// through SetFromContext; outside a Set's context there is none.
+func TestDoAllReachesTheSet(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	if _, ok := lease.SetFromContext(ctx); ok {
+		t.Fatal("a Set found in a plain context")
+	}
+	names := []string{"account:2", "account:1"}
+	err := m.DoAll(ctx, names, func(ctx context.Context) error {
+		s, ok := lease.SetFromContext(ctx)
+		if !ok {
+			return errors.New("no Set in DoAll's context")
+		}
+		for _, n := range names {
+			l := s.Lease(n)
+			if l == nil || l.Err() != nil || s.Fence(n) <= 0 || s.Fence(n) != l.Fence() {
+				return fmt.Errorf("%q: lease %v, fence %d", n, l, s.Fence(n))
+			}
+		}
+		if _, ok := lease.FromContext(ctx); ok {
+			return errors.New("FromContext found a lease in a Set's context, which holds several")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -3,6 +3,8 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -215,4 +217,91 @@ func TestAcquireNGivingUpLeavesTheQueue(t *testing.T) {
 	}
 	_ = l.Release(ctx)
 	_ = a.Release(ctx)
+}
+
+// WithCount(k) is AcquireN's k as an option, so that n and k cannot be
+// swapped unnoticed: Acquire, TryAcquire and Do take k permits with it; it
+// must agree with AcquireN's k, lie from 1 to n, and a lease refuses it.
+func TestWithCount(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	m := newManager(t, srv.Client(t))
+	p := semaphore.New(m)
+	ctx := context.Background()
+	two, err := p.Acquire(ctx, "wc", 3, semaphore.WithCount(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := raw.ZCard(ctx, "tenure:{wc}").Val(); n != 2 {
+		t.Fatalf("Acquire with WithCount(2) holds %d permits", n)
+	}
+	if free, err := p.Available(ctx, "wc", 3); err != nil || free != 1 {
+		t.Fatalf("Available after 2 of 3: %d %v", free, err)
+	}
+	if _, err := p.TryAcquire(ctx, "wc", 3, semaphore.WithCount(2)); !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("2 more of 3 with 1 free: %v, want ErrNotAcquired", err)
+	}
+	for _, tc := range []struct {
+		what string
+		try  func() (*lease.Lease, error)
+	}{
+		{"a count of 0", func() (*lease.Lease, error) { return p.TryAcquire(ctx, "wc", 3, semaphore.WithCount(0)) }},
+		{"a count above n", func() (*lease.Lease, error) { return p.TryAcquire(ctx, "wc", 3, semaphore.WithCount(4)) }},
+		{"AcquireN's k and another count", func() (*lease.Lease, error) {
+			return p.TryAcquireN(ctx, "wc", 3, 1, semaphore.WithCount(2))
+		}},
+		{"a lease with a count", func() (*lease.Lease, error) { return m.TryAcquire(ctx, "plain", semaphore.WithCount(1)) }},
+	} {
+		if _, err := tc.try(); !errors.Is(err, lease.ErrInvalidOption) {
+			t.Errorf("%s: %v, want ErrInvalidOption", tc.what, err)
+		}
+	}
+	if err := two.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	err = p.Do(ctx, "wc", 3, func(ctx context.Context) error {
+		if n := raw.ZCard(ctx, "tenure:{wc}").Val(); n != 3 {
+			return fmt.Errorf("Do with WithCount(3) holds %d permits", n)
+		}
+		return nil
+	}, semaphore.WithCount(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	agree, err := p.TryAcquireN(ctx, "wc", 3, 2, semaphore.WithCount(2))
+	if err != nil {
+		t.Fatalf("AcquireN's k and the same count: %v", err)
+	}
+	_ = agree.Release(ctx)
+}
+
+// A request refused for want of permits says how many were free and how
+// many it asked, even when the asker holds the others itself; one refused
+// because a lease holds the name says so.
+func TestRefusalSaysFreeAndAsked(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	p := semaphore.New(m)
+	ctx := context.Background()
+	if _, err := p.AcquireN(ctx, "pool", 3, 2); err != nil {
+		t.Fatal(err)
+	}
+	const want = `"pool": 1 of its 3 permits free, 2 asked`
+	_, err := p.TryAcquireN(ctx, "pool", 3, 2)
+	if !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("TryAcquireN(2 of 3) while holding 2: %v, want ErrNotAcquired saying %s", err, want)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	_, err = p.Acquire(wctx, "pool", 3, semaphore.WithCount(2))
+	if !errors.Is(err, lease.ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("a wait for 2 of 3 that timed out: %v, want it to say %s", err, want)
+	}
+	if _, err := m.TryAcquire(ctx, "leased"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = p.TryAcquire(ctx, "leased", 3)
+	if !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), "held by a lease") {
+		t.Fatalf("a permit of a leased name: %v, want it to say a lease holds it", err)
+	}
 }

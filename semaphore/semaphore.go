@@ -41,10 +41,13 @@
 //
 // # Several permits at once
 //
-// AcquireN and TryAcquireN take k of the n permits in one request, all or
-// none, as one lease: its release frees all k, its renewal renews all k,
-// and its loss is one loss. Available reads how many permits are free
-// without taking any.
+// Acquire with WithCount(k) (or AcquireN and TryAcquireN, which take k
+// beside n) takes k of the n permits in one request, all or none, as one
+// lease: its release frees all k, its renewal renews all k, and its loss
+// is one loss. Available reads how many permits are free without taking
+// any.
+//
+//	p, err := permits.Acquire(ctx, "pool", 3, semaphore.WithCount(2)) // 2 of 3
 //
 // # Waiting and fairness
 //
@@ -139,29 +142,43 @@ func New(m *lease.Manager) *Permits {
 	return &Permits{m: m}
 }
 
+// WithCount(k) makes a request take k of the semaphore's n permits at
+// once, all or none, as one lease (see AcquireN): it reads unambiguously
+// where AcquireN's two numbers side by side do not,
+//
+//	p, err := permits.Acquire(ctx, "pool", 3, semaphore.WithCount(2)) // 2 of 3
+//
+// k must be from 1 to n (an error wrapping lease.ErrInvalidOption
+// otherwise), and agree with AcquireN's or TryAcquireN's k when given to
+// them. It is an option of Permits' methods only; a lease's Acquire
+// refuses it (lease.ErrInvalidOption).
+func WithCount(k int) lease.AcquireOption { return inside.Count(k) }
+
 // Acquire waits until it holds one of the n permits of the semaphore
-// called name, or ctx ends, as lease.Manager.Acquire waits for a lease.
-// ctx bounds the wait only. opts are the options of an acquisition
-// (lease.WithTTL, lease.WithFair, WithResize, ...). n must be at least 1;
-// it is an error wrapping lease.ErrInvalidOption otherwise. While the
-// name's permits are held under another n, Acquire fails at once with a
-// *LimitError (ErrLimitMismatch), unless opts has WithResize(true).
+// called name (k of them with WithCount(k)), or ctx ends, as
+// lease.Manager.Acquire waits for a lease. ctx bounds the wait only. opts
+// are the options of an acquisition (lease.WithTTL, lease.WithFair,
+// WithResize, WithCount, ...). n must be at least 1; it is an error
+// wrapping lease.ErrInvalidOption otherwise. While the name's permits are
+// held under another n, Acquire fails at once with a *LimitError
+// (ErrLimitMismatch), unless opts has WithResize(true).
 func (p *Permits) Acquire(ctx context.Context, name string, n int, opts ...lease.AcquireOption) (*lease.Lease, error) {
 	if p == nil || p.m == nil {
 		return nil, errNoManager
 	}
-	return limitError(inside.Permit(ctx, p.m, name, n, 1, true, opts))
+	return limitError(inside.Permit(ctx, p.m, name, n, 0, true, opts))
 }
 
 // TryAcquire makes one attempt: it returns an error wrapping
-// lease.ErrNotAcquired at once if n permits of name are held, or the name
+// lease.ErrNotAcquired at once if no permit of name is free (fewer than
+// k with WithCount(k)), or the name
 // is held by a lease or a reentrant lock, or fair waiters wait for it; and
 // a *LimitError, as Acquire, if the permits are held under another n.
 func (p *Permits) TryAcquire(ctx context.Context, name string, n int, opts ...lease.AcquireOption) (*lease.Lease, error) {
 	if p == nil || p.m == nil {
 		return nil, errNoManager
 	}
-	return limitError(inside.Permit(ctx, p.m, name, n, 1, false, opts))
+	return limitError(inside.Permit(ctx, p.m, name, n, 0, false, opts))
 }
 
 // AcquireN waits until it holds k of the n permits of the semaphore called
@@ -171,6 +188,8 @@ func (p *Permits) TryAcquire(ctx context.Context, name string, n int, opts ...le
 // whose loss is one loss. k must be from 1 to n (an error wrapping
 // lease.ErrInvalidOption otherwise); AcquireN with k = 1 is Acquire. The
 // rules of n (ErrLimitMismatch, WithResize) are Acquire's.
+// Acquire(ctx, name, n, WithCount(k)) is the same request, and reads
+// better: n and k cannot be swapped unnoticed.
 //
 // With lease.WithFair(true) a request for k keeps its place in the queue
 // as k requests for one would: those behind it are granted permits only
@@ -183,18 +202,33 @@ func (p *Permits) AcquireN(ctx context.Context, name string, n, k int, opts ...l
 	if p == nil || p.m == nil {
 		return nil, errNoManager
 	}
+	if k < 1 {
+		return nil, badK(n, k)
+	}
 	return limitError(inside.Permit(ctx, p.m, name, n, k, true, opts))
 }
 
 // TryAcquireN makes one attempt at k of the n permits of name, all or
-// none, as TryAcquire makes one at a single permit: an error wrapping
-// lease.ErrNotAcquired when fewer than k are free (or promised to fair
-// waiters), or the name is held by a lease or a reentrant lock.
+// none, as TryAcquire makes one at a single permit (as does TryAcquire
+// with WithCount(k)): an error wrapping lease.ErrNotAcquired when fewer
+// than k are free (or promised to fair waiters), or the name is held by a
+// lease or a reentrant lock. The error says which: how many permits were
+// free and how many were asked ("pool": 1 of its 3 permits free, 2 asked,
+// the caller's own permits counting as taken), or that fair waiters come
+// first, or that another kind of holder has the name.
 func (p *Permits) TryAcquireN(ctx context.Context, name string, n, k int, opts ...lease.AcquireOption) (*lease.Lease, error) {
 	if p == nil || p.m == nil {
 		return nil, errNoManager
 	}
+	if k < 1 {
+		return nil, badK(n, k)
+	}
 	return limitError(inside.Permit(ctx, p.m, name, n, k, false, opts))
+}
+
+// badK is the error of a request for fewer than one permit.
+func badK(n, k int) error {
+	return fmt.Errorf("%w: %d of %d permits at once: from 1 to n", lease.ErrInvalidOption, k, n)
 }
 
 // Available reads how many permits of the semaphore called name are free,
@@ -227,10 +261,10 @@ func limitError(l *lease.Lease, err error) (*lease.Lease, error) {
 	return l, err
 }
 
-// Do holds a permit of name while fn runs, as lease.Manager.Do holds a
-// lease: it acquires one (waiting as Acquire), runs fn with a context
-// cancelled when ctx ends or the permit is lost, and releases the permit
-// when fn returns, even if fn panics. It returns fn's error; when the permit
+// Do holds a permit of name (k of them with WithCount(k)) while fn runs,
+// as lease.Manager.Do holds a lease: it acquires one (waiting as Acquire),
+// runs fn with a context cancelled when ctx ends or the permit is lost,
+// and releases the permit when fn returns, even if fn panics. It returns fn's error; when the permit
 // ended before fn returned, or its release found it gone, the error also
 // wraps lease.ErrLost (or lease.ErrClosed), even if fn returned nil.
 func (p *Permits) Do(ctx context.Context, name string, n int, fn func(ctx context.Context) error, opts ...lease.AcquireOption) error {

@@ -145,6 +145,13 @@ type Acquisition struct {
 	// queue (server time in microseconds): the queue's order. It is 0 for a
 	// barging request.
 	Arrival int64
+	// Free is, for a permit request that found too few permits for it
+	// (neither Acquired, Retired nor refused for its Limit), how many of
+	// the Limit permits were free: Limit minus the live ones, never below
+	// 0, fair waiters not subtracted (so Free >= Permits means the free
+	// ones are promised to the queue); -1 when a lease, a writer or a
+	// reentrant lock holds the name. 0 for other requests.
+	Free int
 	// HeldLimit, when positive, is the N that the semaphore's permits are
 	// held under, which a permit request with another Limit and no
 	// Resize was refused for at once: it touched nothing, and waiting

@@ -12,19 +12,13 @@ import (
 )
 
 // The contract: what every Backend answers, run against the in-memory Fake
-// (which the synctest tests of lease and watchdog stand on) and against
-// Redis, so that a test passing on the fake says something about Redis.
-
-// capabilities is where the backends legitimately differ, stated once.
-type capabilities struct {
-	// Fair: the backend keeps the fair queue (docs/design.md section 5).
-	// A backend without it must refuse a fair request (Request.Queue > 0)
-	// with an error wrapping errors.ErrUnsupported, touching nothing.
-	Fair bool
-}
+// (which the synctest tests of lease and watchdog, and package leasetest,
+// stand on) and against Redis, so that a test passing on the fake says
+// something about Redis. They answer alike: leases, reentrant locks, the
+// fair queue, semaphores' permits, Available and Downgrade.
 
 func TestContractFake(t *testing.T) {
-	runContract(t, func(*testing.T) backend.Backend { return backend.NewFake() }, capabilities{Fair: false})
+	runContract(t, func(*testing.T) backend.Backend { return backend.NewFake() })
 }
 
 func TestContractRedis(t *testing.T) {
@@ -33,12 +27,12 @@ func TestContractRedis(t *testing.T) {
 	// One server; each subtest's keys under a prefix of its own.
 	runContract(t, func(t *testing.T) backend.Backend {
 		return backend.NewRedis(client, strings.ReplaceAll(t.Name(), "/", ":")+":")
-	}, capabilities{Fair: true})
+	})
 }
 
 // runContract runs every contract test against a fresh backend from
 // newBackend.
-func runContract(t *testing.T, newBackend func(t *testing.T) backend.Backend, caps capabilities) {
+func runContract(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 	tests := []struct {
 		name string
 		run  func(c contract)
@@ -54,13 +48,16 @@ func runContract(t *testing.T, newBackend func(t *testing.T) backend.Backend, ca
 		{"ReentrantCounts", contractReentrant},
 		{"ReentrantResentExitAndEntry", contractReentrantResent},
 		{"ExpiryFreesTheName", contractExpiry},
-		{"FairQueue", func(c contract) {
-			if caps.Fair {
-				contractFair(c)
-			} else {
-				contractFairRefused(c)
-			}
-		}},
+		{"FairQueue", contractFair},
+		{"FairAbandonLeavesTheQueue", contractFairAbandon},
+		{"Permits", contractPermits},
+		{"PermitsExpire", contractPermitsExpire},
+		{"PermitsOfOneKind", contractPermitsKind},
+		{"PermitLimitStored", contractPermitLimit},
+		{"KPermitsAtOnce", contractPermitsK},
+		{"FairPermits", contractFairPermits},
+		{"Available", contractAvailable},
+		{"Downgrade", contractDowngrade},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -438,29 +435,4 @@ func contractFair(c contract) {
 	}
 	time.Sleep(200 * time.Millisecond)
 	c.mustAcquire(lease("g", "barging", time.Minute))
-}
-
-// contractFairRefused: a backend without the fair queue (and semaphores:
-// the fake has neither) refuses a fair
-// request instead of serving it as a barging one, and touches nothing.
-func contractFairRefused(c contract) {
-	req := backend.Request{Name: "f", Token: "w", TTL: time.Minute, Queue: 5 * time.Second}
-	if a, err := c.be.Acquire(c.ctx, req); !errors.Is(err, errors.ErrUnsupported) || a.Acquired {
-		c.t.Fatalf("fair acquire: %+v %v, want errors.ErrUnsupported", a, err)
-	}
-	if c.held(req.Item()) {
-		c.t.Fatal("a refused fair request holds the name")
-	}
-	if err := c.be.Leave(c.ctx, req); !errors.Is(err, errors.ErrUnsupported) {
-		c.t.Fatalf("fair leave: %v, want errors.ErrUnsupported", err)
-	}
-	// Nor does it serve a semaphore's permit as a lease.
-	permit := backend.Request{Name: "f", Token: "p", TTL: time.Minute, Limit: 2}
-	if a, err := c.be.Acquire(c.ctx, permit); !errors.Is(err, errors.ErrUnsupported) || a.Acquired {
-		c.t.Fatalf("permit: %+v %v, want errors.ErrUnsupported", a, err)
-	}
-	c.mustAcquire(lease("f", "barging", time.Minute))
-	if err := c.be.Leave(c.ctx, lease("f", "barging", time.Minute)); err != nil {
-		c.t.Fatalf("leave of a barging request, which is in no queue: %v", err)
-	}
 }

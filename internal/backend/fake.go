@@ -13,11 +13,13 @@ import (
 // testing/synctest the timing logic above it runs on a fake clock,
 // deterministically. Faults are injected per call.
 //
-// It answers as the Redis backend does (the contract tests run both), with
-// two exceptions: it keeps no fair queue and no semaphore, and refuses a
-// fair request (Request.Queue > 0) and a permit's (Request.Limit > 0) with
-// an error wrapping errors.ErrUnsupported rather than serve them as
-// something else.
+// It answers as the Redis backend does, the scripts' rules written in Go:
+// leases, reentrant locks, the fair queue, semaphores' permits (k at a
+// time, the stored N, Resize), Available and Downgrade, so that package
+// leasetest serves packages semaphore and rwlock too. The contract tests
+// run against both. It publishes nothing: waiters above it poll, bounded
+// by the holder's TTL and their backoff, as a waiter on Redis does when a
+// release message is lost.
 //
 // A Fake is one client of the in-memory server; WithTimeout gives another
 // client of the same server.
@@ -31,24 +33,37 @@ type Fake struct {
 
 // fakeServer is the state every client of one Fake shares.
 type fakeServer struct {
-	mu      sync.Mutex
-	keys    map[string]fakeKey
-	fences  map[string]int64
-	retired map[retiredKey]retiredMark
-	sweepAt int // len(retired) at which mark purges expired markers
-	fault   func(op string) error
-	hang    bool
-	calls   map[string]int
+	mu          sync.Mutex
+	keys        map[string]fakeKey
+	fences      map[string]int64
+	queues      map[string]fakeQueue
+	lastArrival int64 // the latest arrival in any queue (us): arrivals increase
+	retired     map[retiredKey]retiredMark
+	sweepAt     int // len(retired) at which mark purges expired markers
+	fault       func(op string) error
+	hang        bool
+	calls       map[string]int
 }
 
+// fakeKey is a name's key, P{N}: a lease (a string), a reentrant lock (a
+// hash of one owner's count) or a semaphore's permits (a sorted set).
 type fakeKey struct {
 	token  string    // a lease's token, or a reentrant lock's owner
 	count  int64     // a reentrant lock's count; 0 for a lease
-	expiry time.Time // zero: no expiry
+	expiry time.Time // zero: no expiry; a set's: its latest permit's
+	set    *fakeSet  // a semaphore's permits; nil for a lease or a reentrant lock
 }
 
 func (k fakeKey) heldBy(it Item) bool {
-	return k.token == it.Token && (k.count > 0) == it.Reentrant
+	return k.set == nil && k.token == it.Token && (k.count > 0) == it.Reentrant
+}
+
+// ttl is the key's PTTL as a waiter is told it: -1 without expiry.
+func (k fakeKey) ttl() time.Duration {
+	if k.expiry.IsZero() {
+		return -1
+	}
+	return time.Until(k.expiry)
 }
 
 // extend makes k live at least ttl from now: never shorter (S8).
@@ -66,16 +81,11 @@ type retiredMark struct {
 	count int64 // a re-entry's answer, for its resent copies
 }
 
-// errFakeFair refuses what the fake does not model.
-var (
-	errFakeFair    = fmt.Errorf("fake backend: fair queues: %w", errors.ErrUnsupported)
-	errFakePermits = fmt.Errorf("fake backend: semaphores: %w", errors.ErrUnsupported)
-)
-
 // NewFake returns an empty Fake, whose calls to a hung server wait for
 // their contexts alone.
 func NewFake() *Fake {
-	return &Fake{fakeServer: &fakeServer{keys: map[string]fakeKey{}, fences: map[string]int64{}, retired: map[retiredKey]retiredMark{}, calls: map[string]int{}}}
+	return &Fake{fakeServer: &fakeServer{keys: map[string]fakeKey{}, fences: map[string]int64{}, queues: map[string]fakeQueue{},
+		retired: map[retiredKey]retiredMark{}, calls: map[string]int{}}}
 }
 
 // WithTimeout returns another client of f's server whose calls, while the
@@ -94,9 +104,10 @@ func (f *Fake) WithTimeout(d time.Duration) *Fake {
 // (MaybeApplied), as on Redis.
 var ErrFakeTimeout = fmt.Errorf("fake backend: no answer (unreachable): %w", os.ErrDeadlineExceeded)
 
-// SetFault makes every call of op ("acquire", "renew", "release") that
-// fault answers with a non-nil error fail with that error, unapplied.
-// A nil fault clears it.
+// SetFault makes every call of op ("acquire", "renew", "release",
+// "abandon", "leave", "reenter", "available", "downgrade") that fault
+// answers with a non-nil error fail with that error, unapplied. A nil
+// fault clears it.
 func (f *Fake) SetFault(fault func(op string) error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -140,7 +151,8 @@ func (f *Fake) Delete(name string) {
 	delete(f.keys, name)
 }
 
-// Holder returns the token holding name and its remaining TTL.
+// Holder returns the token holding name and its remaining TTL; for a
+// semaphore's permits, no token and the latest permit's TTL.
 func (f *Fake) Holder(name string) (token string, ttl time.Duration, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -161,6 +173,7 @@ func (f *Fake) Flush() {
 	defer f.mu.Unlock()
 	f.keys = map[string]fakeKey{}
 	f.fences = map[string]int64{}
+	f.queues = map[string]fakeQueue{}
 	f.retired = map[retiredKey]retiredMark{}
 }
 
@@ -239,62 +252,104 @@ func (f *Fake) marked(name, id string) (retiredMark, bool) {
 	return m, ok
 }
 
-// Acquire implements Backend, as acquire.lua does; it refuses a fair
-// request.
+// Acquire implements Backend, as acquire.lua does (permit.lua for a
+// permit: fake_permit.go).
 func (f *Fake) Acquire(ctx context.Context, req Request) (Acquisition, error) {
-	switch {
-	case req.Queue > 0:
-		return Acquisition{}, errFakeFair
-	case req.Limit > 0:
-		return Acquisition{}, errFakePermits
+	if req.Limit > 0 && req.Owner != "" {
+		return Acquisition{}, errors.New("backend: a permit request has no owner")
 	}
 	if err := f.begin(ctx, "acquire"); err != nil {
 		return Acquisition{}, err
 	}
 	defer f.mu.Unlock()
+	if req.Limit > 0 {
+		return f.permit(req, time.Now()), nil
+	}
+	return f.acquire(req, time.Now()), nil
+}
+
+// acquire is acquire.lua: a lease or a reentrant lock, barging or fair.
+func (f *Fake) acquire(req Request, now time.Time) Acquisition {
 	name := req.Name
 	if _, ok := f.marked(name, req.Token); ok {
-		return Acquisition{Retired: true, HolderTTL: -1}, nil
+		return Acquisition{Retired: true, HolderTTL: -1}
 	}
 	k, held := f.get(name)
-	switch {
-	case !held:
-		return f.take(req), nil
-	case req.Owner == "" && k.count == 0 && k.token == req.Token:
-		return Acquisition{Acquired: true, Fence: f.fences[name], Count: 1}, nil
-	case req.Owner != "" && k.count > 0 && k.token == req.Owner:
+	if req.Owner != "" && held && k.set == nil && k.count > 0 && k.token == req.Owner {
+		// The owner enters once more, queue or not: waiting behind its
+		// own lock would deadlock it.
 		k.count++
 		k.extend(req.TTL)
 		f.keys[name] = k
-		return Acquisition{Acquired: true, Fence: f.fences[name], Count: k.count}, nil
-	case k.expiry.IsZero():
-		return Acquisition{HolderTTL: -1}, nil
+		f.forgetWaiter(name, req.Token)
+		return Acquisition{Acquired: true, Fence: f.fences[name], Count: k.count}
 	}
-	return Acquisition{HolderTTL: time.Until(k.expiry)}, nil
+	head := ""
+	if req.Queue > 0 || f.queued(name) {
+		f.forgetGone(name, now)
+		head = f.head(name)
+	}
+	switch {
+	case !held && (head == "" || head == req.Token):
+		f.forgetWaiter(name, req.Token)
+		return f.take(req, now)
+	case held && req.Owner == "" && k.heldBy(req.Item()):
+		// A resent request whose lease this is: the first answer.
+		return Acquisition{Acquired: true, Fence: f.fences[name], Count: 1}
+	}
+	var a Acquisition
+	if held {
+		a.HolderTTL = k.ttl()
+	}
+	if req.Queue > 0 {
+		a.Arrival = f.join(name, req.Token, 1, req.Queue, now)
+		if head == "" {
+			head = req.Token
+		}
+	}
+	if !held && head != req.Token {
+		// Free, but promised to the head of the queue until it comes or
+		// is forgotten.
+		a.HolderTTL = f.headWait(name, head, now)
+	}
+	return a
 }
 
-// take gives the free name to req with the next fence.
-func (f *Fake) take(req Request) Acquisition {
-	if _, ok := f.fences[req.Name]; !ok {
-		f.fences[req.Name] = time.Now().UnixMicro()
-	}
-	f.fences[req.Name]++
-	k := fakeKey{token: req.Token, expiry: time.Now().Add(req.TTL)}
+// take gives the free name to req (a lease or a reentrant lock) with the
+// next fence.
+func (f *Fake) take(req Request, now time.Time) Acquisition {
+	fence := f.nextFence(req.Name)
+	k := fakeKey{token: req.Token, expiry: now.Add(req.TTL)}
 	if req.Owner != "" {
 		k.token, k.count = req.Owner, 1
 	}
 	f.keys[req.Name] = k
-	return Acquisition{Acquired: true, Fence: f.fences[req.Name], Count: 1}
+	return Acquisition{Acquired: true, Fence: fence, Count: 1}
 }
 
-// Renew implements Backend.
+// nextFence hands out the name's next fence: above every earlier one
+// (S5), seeded from the clock when the name has none, as after a Flush.
+func (f *Fake) nextFence(name string) int64 {
+	if _, ok := f.fences[name]; !ok {
+		f.fences[name] = time.Now().UnixMicro()
+	}
+	f.fences[name]++
+	return f.fences[name]
+}
+
+// Renew implements Backend, as renew.lua does.
 func (f *Fake) Renew(ctx context.Context, items []Item, errs []error) {
 	if err := f.begin(ctx, "renew"); err != nil {
 		fill(errs, err)
 		return
 	}
 	defer f.mu.Unlock()
+	now := time.Now()
 	for i, it := range items {
+		if it.Permit {
+			errs[i] = f.renewPermit(it, now)
+			continue
+		}
 		k, ok := f.get(it.Name)
 		if !ok {
 			errs[i] = ErrGone // as renew.lua's -1: the name is free
@@ -310,31 +365,40 @@ func (f *Fake) Renew(ctx context.Context, items []Item, errs []error) {
 	}
 }
 
-// Abandon implements Backend, as abandon.lua does.
+// Abandon implements Backend, as abandon.lua does: the request is retired,
+// leaves the queue, and what it took, if anything, is let go.
 func (f *Fake) Abandon(ctx context.Context, req Request) error {
 	if err := f.begin(ctx, "abandon"); err != nil {
 		return err
 	}
 	defer f.mu.Unlock()
-	f.mark(req.Name, req.Token, req.TTL, 0)
-	k, ok := f.get(req.Name)
-	if ok && ((req.Owner == "" && k.count == 0 && k.token == req.Token) ||
-		(req.Owner != "" && req.Exclusive && k.count > 0 && k.token == req.Owner)) {
-		delete(f.keys, req.Name)
+	name := req.Name
+	f.mark(name, req.Token, req.TTL, 0)
+	f.forgetWaiter(name, req.Token)
+	k, ok := f.get(name)
+	switch {
+	case !ok:
+	case req.Limit > 0:
+		if _, has := k.permit(req.Token); has {
+			delete(k.set.permits, req.Token)
+			f.settle(name, k, time.Now())
+		}
+	case req.Owner == "" && k.heldBy(req.Item()),
+		req.Owner != "" && req.Exclusive && k.heldBy(req.Item()):
+		delete(f.keys, name)
 	}
 	return nil
 }
 
-// Leave implements Backend. A barging request is in no queue, so there is
-// nothing to leave; a fair one is refused as in Acquire.
+// Leave implements Backend, as leave.lua does: the waiter's place in the
+// queue goes (all k of a permit request's). A barging request is in no
+// queue: nothing to leave.
 func (f *Fake) Leave(ctx context.Context, req Request) error {
-	if req.Queue > 0 {
-		return errFakeFair
-	}
 	if err := f.begin(ctx, "leave"); err != nil {
 		return err
 	}
-	f.mu.Unlock()
+	defer f.mu.Unlock()
+	f.forgetWaiter(req.Name, req.Token)
 	return nil
 }
 
@@ -350,7 +414,7 @@ func (f *Fake) Reenter(ctx context.Context, it Item) (int64, error) {
 		return m.count, nil
 	}
 	k, ok := f.get(it.Name)
-	if !ok || k.count == 0 || k.token != it.Token {
+	if !ok || k.set != nil || k.count == 0 || k.token != it.Token {
 		return 0, ErrNotHeld
 	}
 	k.count++
@@ -369,6 +433,10 @@ func (f *Fake) Release(ctx context.Context, items []Item, errs []error) {
 	}
 	defer f.mu.Unlock()
 	for i, it := range items {
+		if it.Permit {
+			errs[i] = f.releasePermit(it, time.Now())
+			continue
+		}
 		errs[i] = f.release(it)
 	}
 }

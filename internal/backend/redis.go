@@ -173,13 +173,16 @@ func acquisition(cmd *redis.Cmd) (Acquisition, error) {
 		return Acquisition{Retired: true, HolderTTL: -1}, nil
 	case len(vals) == 3 && vals[0] == 0 && vals[1] == -3 && vals[2] > 0:
 		return Acquisition{HeldLimit: int(vals[2]), HolderTTL: -1}, nil
-	case (len(vals) == 2 || len(vals) == 3) && vals[0] == 0:
+	case len(vals) >= 2 && len(vals) <= 4 && vals[0] == 0:
 		a := Acquisition{HolderTTL: time.Duration(vals[1]) * time.Millisecond}
 		if vals[1] < 0 {
 			a.HolderTTL = -1
 		}
-		if len(vals) == 3 {
+		if len(vals) >= 3 {
 			a.Arrival = vals[2]
+		}
+		if len(vals) == 4 {
+			a.Free = int(vals[3]) // permit.lua's
 		}
 		return a, nil
 	}

@@ -28,7 +28,7 @@ import (
 //	go test -run '^$' -fuzz FuzzScriptReplies -fuzzminimizetime 0 ./internal/backend
 func FuzzScriptReplies(f *testing.F) {
 	for _, s := range []string{
-		"*2\r\n:1\r\n:42\r\n", "*2\r\n:0\r\n:1500\r\n", "*2\r\n:0\r\n:-1\r\n", "*2\r\n:0\r\n:-2\r\n", "*3\r\n:0\r\n:-3\r\n:2\r\n",
+		"*2\r\n:1\r\n:42\r\n", "*2\r\n:0\r\n:1500\r\n", "*2\r\n:0\r\n:-1\r\n", "*2\r\n:0\r\n:-2\r\n", "*3\r\n:0\r\n:-3\r\n:2\r\n", "*4\r\n:0\r\n:1500\r\n:0\r\n:1\r\n",
 		":1\r\n", ":0\r\n", ":7\r\n", ":-1\r\n", "-NOSCRIPT No matching script\r\n", "-ERR boom\r\n",
 		"-READONLY You can't write against a read only replica.\r\n", "-OOM command not allowed\r\n",
 		"$-1\r\n", "*-1\r\n", "*0\r\n", "*1\r\n:1\r\n", "*3\r\n:1\r\n:2\r\n:3\r\n", "*2\r\n$1\r\n1\r\n$2\r\n42\r\n",

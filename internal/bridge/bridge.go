@@ -14,6 +14,8 @@ package bridge
 import (
 	"context"
 	"fmt"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Bridge is what packages reentrant and semaphore need of package lease: M
@@ -31,7 +33,7 @@ type Bridge[M, L, O any] struct {
 	Exit func(ctx context.Context, l L) error
 	// Permit acquires k permits (all at once, or none) of the semaphore of
 	// n permits called name on manager m, waiting (as Acquire) or not (as
-	// TryAcquire).
+	// TryAcquire). k = 0 takes Count's k from opts, or 1.
 	Permit func(ctx context.Context, m M, name string, n, k int, wait bool, opts []O) (L, error)
 	// Available reads how many of n permits of name are free, and the n
 	// they are counted of (the stored n while permits are held).
@@ -43,6 +45,9 @@ type Bridge[M, L, O any] struct {
 	// Resize returns the acquire option of semaphore.WithResize: a permit
 	// request that may change the N the name's permits are held under.
 	Resize func(on bool) O
+	// Count returns the acquire option of semaphore.WithCount: how many
+	// permits a request takes at once.
+	Count func(k int) O
 	// Run runs fn under the held l and releases l when fn returns, as
 	// lease.Manager.Do does once it holds its lease.
 	Run func(ctx context.Context, l L, fn func(context.Context) error) error
@@ -52,6 +57,10 @@ type Bridge[M, L, O any] struct {
 	// OnBackend returns a manager with opts whose leases live in be, a
 	// backend.Backend (the in-memory one of package leasetest).
 	OnBackend func(be any, opts []any) (M, error)
+	// Client returns the Redis client m was made with (lease.New's), or
+	// nil when m has none of its own: a quorum manager's, or one on
+	// another backend.
+	Client func(m M) redis.UniversalClient
 }
 
 // LimitMismatch is lease's error for a permit request refused because the

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/tenure-go/tenure/lease"
@@ -38,8 +37,7 @@ func Example() {
 // bubble the same test takes no real time.
 func ExampleServer_SetUnreachable() {
 	srv := leasetest.NewServer()
-	m, err := srv.NewManager(lease.WithTTL(300*time.Millisecond), lease.WithOpTimeout(100*time.Millisecond),
-		lease.WithLogger(slog.New(slog.DiscardHandler)))
+	m, err := srv.NewManager(lease.WithTTL(300*time.Millisecond), lease.WithOpTimeout(100*time.Millisecond))
 	if err != nil {
 		panic(err)
 	}

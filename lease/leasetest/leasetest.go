@@ -14,6 +14,9 @@
 // Loss is found the way it is on Redis: at the lease's next renewal, or at
 // its local deadline when the server does not answer (SetUnreachable).
 //
+// Its managers log nowhere unless given lease.WithLogger, so that the
+// losses a test causes on purpose print no warnings.
+//
 // An unreachable server answers nothing, yet no request waits on it for
 // ever: it fails once the manager's op timeout (lease.WithOpTimeout, 5s by
 // default) has passed, unless its context ended first, as a Redis client's
@@ -44,17 +47,23 @@
 // main bubble goroutine has exited but blocked goroutines remain" when the
 // test returns with one still open.
 //
-// The in-memory server answers as tenure's Redis backend does; the same
-// contract tests run against both (internal/backend/contract_test.go). It
-// keeps no fair queue and no semaphore: an acquire with lease.WithFair, a
-// permit of package semaphore and a lock of package rwlock fail with an
-// error wrapping errors.ErrUnsupported, rather than behave otherwise than
-// on Redis. Reentrant locks (package reentrant) are supported. Nothing
-// here talks to a network; miniredis, which tenure does not support, is
-// not needed.
+// The in-memory server answers as tenure's Redis backend does, its Lua
+// scripts' rules written in Go; the same contract tests run against both
+// (internal/backend/contract_test.go and contract_permit_test.go). So
+// every kind of hold works here: leases (lease.WithFair too), reentrant
+// locks (package reentrant), semaphores (package semaphore: n, k at once,
+// WithResize, Available) and read-write locks (package rwlock: writers
+// first, Downgrade). Delete and TakeOver act on a semaphore's name as on
+// any: every permit of it is lost. One difference: the server publishes
+// no release messages, so a waiter learns that a name was freed at its
+// next attempt, bounded by the holder's TTL and the backoff step
+// (lease.WithBackOff), rather than at once; under testing/synctest that
+// costs no real time. Nothing here talks to a network; miniredis, which
+// tenure does not support, is not needed.
 package leasetest
 
 import (
+	"log/slog"
 	"time"
 
 	"github.com/tenure-go/tenure/internal/backend"
@@ -73,13 +82,20 @@ func NewServer() *Server { return &Server{fake: backend.NewFake()} }
 
 // NewManager returns a manager whose leases live in s, configured by opts
 // as lease.New configures one (options about the Redis connection, such as
-// WithReplicas, have nothing to act on). Its op timeout (WithOpTimeout)
+// lease.WithReplicaAcks, have nothing to act on). Its op timeout (WithOpTimeout)
 // also plays the Redis client's read timeout: see SetUnreachable. Close it
 // as any manager.
+//
+// It logs nowhere unless opts has lease.WithLogger: a test that loses
+// leases on purpose would otherwise print "tenure: lease lost" warnings
+// through slog.Default (lease.New's default), which is noise in a test's
+// output. Pass lease.WithLogger to see them.
 func (s *Server) NewManager(opts ...lease.Option) (*lease.Manager, error) {
-	args := make([]any, len(opts))
-	for i, o := range opts {
-		args[i] = o
+	// First, so that a WithLogger of the caller's, applied later, wins.
+	args := make([]any, 0, len(opts)+1)
+	args = append(args, lease.WithLogger(slog.New(slog.DiscardHandler)))
+	for _, o := range opts {
+		args = append(args, o)
 	}
 	return bridge.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]().OnBackend(s.fake, args)
 }
@@ -111,10 +127,11 @@ func (s *Server) TakeOver(name string, ttl time.Duration) {
 // unanswered, as lost packets do.
 func (s *Server) SetUnreachable(on bool) { s.fake.SetHang(on) }
 
-// Fail makes every request of the kind op names ("acquire", "renew",
-// "release", "abandon", "leave" or "reenter") that fail returns an error
-// for fail with that error, without being applied, as a refused command
-// does. A nil fail clears it.
+// Fail injects errors: every request calls fail with its kind, op
+// ("acquire", "renew", "release", "abandon", "leave", "reenter",
+// "available" or "downgrade"), and
+// when fail returns an error the request fails with it, unapplied, as a
+// command the server refused does. A nil fail clears it.
 func (s *Server) Fail(fail func(op string) error) { s.fake.SetFault(fail) }
 
 // Holder reports whether name is held, and for how much longer (0 when

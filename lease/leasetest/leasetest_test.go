@@ -1,10 +1,12 @@
 package leasetest_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -15,6 +17,7 @@ import (
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/lease/leasetest"
 	"github.com/tenure-go/tenure/reentrant"
+	"github.com/tenure-go/tenure/rwlock"
 	"github.com/tenure-go/tenure/semaphore"
 )
 
@@ -105,8 +108,7 @@ func TestLossOnDemand(t *testing.T) {
 
 // The lease contract, in memory: one holder at a time, fences that grow,
 // Release that frees the name at once and then reports ErrNotHeld, Do,
-// Close that releases, reentrant locks; fair waiting and semaphores are
-// refused with errors.ErrUnsupported.
+// Close that releases, reentrant locks, fair waiting.
 func TestContract(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := leasetest.NewServer()
@@ -159,11 +161,111 @@ func TestContract(t *testing.T) {
 		_ = inner.Unlock(ctx)
 		_ = lk.Unlock(ctx)
 
-		if _, err := a.Acquire(ctx, "fair", lease.WithFair(true)); !errors.Is(err, errors.ErrUnsupported) {
-			t.Fatalf("fair acquire: %v, want errors.ErrUnsupported", err)
+		f, err := a.Acquire(ctx, "fair", lease.WithFair(true))
+		if err != nil {
+			t.Fatalf("fair acquire: %v", err)
 		}
-		if _, err := semaphore.New(a).Acquire(ctx, "sem", 2); !errors.Is(err, errors.ErrUnsupported) {
-			t.Fatalf("permit: %v, want errors.ErrUnsupported", err)
+		_ = f.Release(ctx)
+	})
+}
+
+// Semaphores in memory, as on Redis: at most n permits, k at once, a
+// waiter served when permits are freed, the n that stands while permits
+// are held, Available, and a permit lost on demand.
+func TestSemaphores(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := leasetest.NewServer()
+		pa, pb := semaphore.New(manager(t, srv)), semaphore.New(manager(t, srv))
+		ctx := context.Background()
+		two, err := pa.Acquire(ctx, "pool", 3, semaphore.WithCount(2))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if free, err := pb.Available(ctx, "pool", 3); err != nil || free != 1 {
+			t.Fatalf("Available with 2 of 3 held: %d %v", free, err)
+		}
+		if _, err := pb.TryAcquireN(ctx, "pool", 3, 2); !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), "1 of its 3 permits free, 2 asked") {
+			t.Fatalf("2 more of 3: %v, want ErrNotAcquired saying 1 of 3 is free", err)
+		}
+		if _, err := pb.TryAcquire(ctx, "pool", 4); !errors.Is(err, semaphore.ErrLimitMismatch) {
+			t.Fatalf("n=4 while held under 3: %v, want ErrLimitMismatch", err)
+		}
+		got := make(chan *lease.Lease)
+		go func() {
+			l, err := pb.AcquireN(ctx, "pool", 3, 2)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		select {
+		case <-got:
+			t.Fatal("granted 2 permits of 3 while 2 were held")
+		default:
+		}
+		if err := two.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next := <-got
+		if next.Fence() <= two.Fence() {
+			t.Fatalf("fence %d after %d", next.Fence(), two.Fence())
+		}
+		srv.Delete("pool")
+		<-next.Done()
+		if cause := context.Cause(next.Context()); !errors.Is(cause, lease.ErrLost) {
+			t.Fatalf("a deleted semaphore's permit ended with %v, want ErrLost", cause)
+		}
+	})
+}
+
+// Read-write locks in memory, as on Redis: readers together, a writer
+// alone and first (once it waits, new readers wait behind it), Downgrade.
+func TestRWLocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := leasetest.NewServer()
+		la, lb := rwlock.New(manager(t, srv)), rwlock.New(manager(t, srv))
+		ctx := context.Background()
+		r1, err := la.RLock(ctx, "doc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := lb.RLock(ctx, "doc")
+		if err != nil {
+			t.Fatalf("a second reader: %v", err)
+		}
+		got := make(chan *lease.Lease)
+		go func() {
+			w, err := lb.Lock(ctx, "doc")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		if _, err := la.TryRLock(ctx, "doc"); !errors.Is(err, lease.ErrNotAcquired) {
+			t.Fatalf("a reader while a writer waits: %v, want ErrNotAcquired (writers first)", err)
+		}
+		_ = r1.Release(ctx)
+		_ = r2.Release(ctx)
+		w := <-got
+		if _, err := la.TryRLock(ctx, "doc"); !errors.Is(err, lease.ErrNotAcquired) {
+			t.Fatalf("a reader beside the writer: %v", err)
+		}
+		r, err := lb.Downgrade(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Fence() <= w.Fence() || !errors.Is(w.Err(), lease.ErrReleased) {
+			t.Fatalf("downgraded: fence %d after %d, the writer's end %v", r.Fence(), w.Fence(), w.Err())
+		}
+		if _, err := la.TryRLock(ctx, "doc"); err != nil {
+			t.Fatalf("a reader beside the downgraded reader: %v", err)
+		}
+		if _, err := la.TryLock(ctx, "doc"); !errors.Is(err, lease.ErrNotAcquired) {
+			t.Fatalf("a writer beside readers: %v", err)
 		}
 	})
 }
@@ -293,4 +395,54 @@ func TestUnreachableReleaseBoundedByOpTimeout(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A manager of a user's tests logs nowhere by default: losing a lease on
+// purpose prints no "tenure: lease lost" warning through slog.Default.
+// One given lease.WithLogger logs there, which shows the loss is logged at
+// all.
+func TestManagersLogNowhereByDefault(t *testing.T) {
+	var global, given syncBuffer
+	defer slog.SetDefault(slog.Default())
+	slog.SetDefault(slog.New(slog.NewTextHandler(&global, nil)))
+	synctest.Test(t, func(t *testing.T) {
+		srv := leasetest.NewServer()
+		quiet := manager(t, srv, lease.WithTTL(3*time.Second))
+		loud := manager(t, srv, lease.WithTTL(3*time.Second), lease.WithLogger(slog.New(slog.NewTextHandler(&given, nil))))
+		ctx := context.Background()
+		for _, m := range []*lease.Manager{quiet, loud} {
+			l, err := m.Acquire(ctx, "job")
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv.Delete("job")
+			<-l.Done()
+			time.Sleep(2 * time.Second) // past the loss report's one-second window
+			synctest.Wait()
+		}
+	})
+	if s := global.String(); s != "" {
+		t.Fatalf("a leasetest manager without WithLogger logged to slog.Default:\n%s", s)
+	}
+	if s := given.String(); !strings.Contains(s, "tenure: lease lost") {
+		t.Fatalf("the manager given WithLogger logged %q, want the loss", s)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the managers' report goroutines.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

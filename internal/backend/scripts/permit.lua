@@ -40,12 +40,16 @@
 -- Returns  fence, an integer, when the token now holds its k permits (also when
 --                    it already did: a client library's resent request
 --                    gets the first answer);
---          {0, wait[, arrival]} when no permit is free for this request:
---                    wait is how long, in milliseconds, before one could be
---                    free even if nobody lets go (the earliest permit's
---                    expiry, or the queue head's when permits are free but
---                    promised to the queue), -1 when never; a fair request
---                    also gets its arrival in the queue (server time in us);
+--          {0, wait, arrival, free} when no permit is free for this
+--                    request: wait is how long, in milliseconds, before one
+--                    could be free even if nobody lets go (the earliest
+--                    permit's expiry, or the queue head's when permits are
+--                    free but promised to the queue), -1 when never; arrival
+--                    is a fair request's place in the queue (server time in
+--                    us), 0 for a barging one; free is how many of the N
+--                    permits are free (N minus the live ones: the caller's
+--                    error says it beside its k), -1 when another kind of
+--                    holder has the name;
 --          {0, -2}   when its sender already gave this request up
 --                    (abandon.lua ran): nothing is touched;
 --          {0, -3, n} when permits are held under another N, n, and the
@@ -160,11 +164,15 @@ else
     wait = math.max(0, tonumber(redis.call('ZSCORE', KEYS[5], head) or now_ms) - now_ms)
   end
 end
+local free = -1
+if held >= 0 then
+  free = math.max(0, limit - held)
+end
+local arrival = 0
 if patience > 0 then
-  local arrival = join(KEYS[4], KEYS[5], token, now_us, now_ms, patience)
+  arrival = join(KEYS[4], KEYS[5], token, now_us, now_ms, patience)
   for i = 2, k do
     join(KEYS[4], KEYS[5], token .. '#' .. i, arrival, now_ms, patience)
   end
-  return {0, wait, arrival}
 end
-return {0, wait}
+return {0, wait, arrival, free}
