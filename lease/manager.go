@@ -52,8 +52,8 @@ type lossReport struct {
 	name   string
 	fence  int64
 	reason error
-	// behind: the watchdog was behind (Watchdog.Behind) when the lease
-	// was lost: refusing new leases, and renewing the nearest losses first.
+	// behind: the lease's renewal was never sent, for the watchdog was
+	// behind (watchdog.ErrBehind): a loss to overload, not to an outage.
 	behind bool
 }
 
@@ -125,7 +125,7 @@ func (m *Manager) KeyPrefix() string { return m.cfg.prefix }
 // reportLoss queues a lost lease for reporting; it never blocks.
 func (m *Manager) reportLoss(l *Lease, reason error) {
 	select {
-	case m.losses <- lossReport{ctx: l.ctx, name: l.name, fence: l.fence, reason: reason, behind: m.wd.Behind()}:
+	case m.losses <- lossReport{ctx: l.ctx, name: l.name, fence: l.fence, reason: reason, behind: errors.Is(reason, watchdog.ErrBehind)}:
 	default:
 		m.unreported.Add(1)
 	}

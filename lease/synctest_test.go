@@ -206,10 +206,10 @@ func TestSyncSlowLoggerNeverDelaysCancellation(t *testing.T) {
 		if attrs["count"] != fmt.Sprint(n) || attrs["expired"] != fmt.Sprint(n) || attrs["first"] == "" {
 			t.Fatalf("attrs %v: want count and expired %d, and the first names", attrs, n)
 		}
-		// Unanswered renewals a third of the way to their loss: the
-		// watchdog was behind when each was lost, and the line says so.
-		if attrs["while_overloaded"] != fmt.Sprint(n) {
-			t.Fatalf("attrs %v: want while_overloaded %d", attrs, n)
+		// Every renewal was sent and went unanswered: an outage, not
+		// overload (TestSyncOverloadLossesSayOverloaded).
+		if attrs["while_overloaded"] != "0" {
+			t.Fatalf("attrs %v: want while_overloaded 0", attrs)
 		}
 	})
 }
@@ -262,6 +262,69 @@ func TestSyncOverloadRefusesNewLeases(t *testing.T) {
 		time.Sleep(3 * time.Second) // every held lease is lost by now; nothing waits
 		if _, err := m.TryAcquire(ctx, "new"); err != nil {
 			t.Fatalf("after catching up: %v", err)
+		}
+	})
+}
+
+// recorder keeps the records it is given.
+type recorder struct {
+	mu      sync.Mutex
+	records []slog.Record
+}
+
+func (h *recorder) Enabled(context.Context, slog.Level) bool { return true }
+func (h *recorder) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r)
+	return nil
+}
+func (h *recorder) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *recorder) WithGroup(string) slog.Handler      { return h }
+
+// A lease lost because its renewal was never sent (every worker busy with
+// earlier batches) is a loss to overload, told apart from one whose
+// renewal went unanswered (an outage): four workers of 1,000 can send at
+// most 4,000 of 5,000 renewals that the server never answers, and the
+// rest wait for a worker until their loss. The summary line counts the
+// former as while_overloaded.
+func TestSyncOverloadLossesSayOverloaded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		m := fakeManager(t, fake, WithTTL(3*time.Second))
+		leases := make([]*Lease, 5000)
+		var err error
+		for i := range leases {
+			if leases[i], err = m.TryAcquire(context.Background(), fmt.Sprint("held-", i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		fake.SetHang(true)
+		unsent := 0
+		for _, l := range leases {
+			<-l.Done()
+			l.mu.Lock()
+			if errors.Is(l.reason, watchdog.ErrBehind) {
+				unsent++
+			}
+			l.mu.Unlock()
+		}
+		fake.SetHang(false)
+		if unsent < 1000 || unsent == len(leases) {
+			t.Fatalf("%d of %d lost unsent; want at least the 1,000 no worker could send, and not those sent", unsent, len(leases))
+		}
+		rec := &recorder{}
+		m.cfg.logger = slog.New(rec)
+		m.logLosses([]lossReport{{name: "a", reason: watchdog.ErrExpired, behind: true}, {name: "b", reason: watchdog.ErrExpired}})
+		var attr string
+		rec.records[0].Attrs(func(a slog.Attr) bool {
+			if a.Key == "while_overloaded" {
+				attr = a.Value.String()
+			}
+			return true
+		})
+		if attr != "1" {
+			t.Fatalf("while_overloaded=%q for one loss to overload and one to an outage", attr)
 		}
 	})
 }

@@ -32,6 +32,7 @@ import (
 	"container/heap"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -88,7 +89,16 @@ var (
 	ErrExpired = errors.New("watchdog: no renewal succeeded before the local deadline")
 	// ErrClosed: the watchdog is closed.
 	ErrClosed = errors.New("watchdog: closed")
+	// ErrBehind is also matched by the reason of a lease lost at its
+	// local deadline (ErrExpired) whose renewal was never sent: it waited
+	// for a worker, every one busy with earlier batches, or was shed as
+	// hopeless while the watchdog was behind. A loss to overload, where
+	// ErrExpired alone is one to a server or network that did not answer.
+	ErrBehind = errors.New("watchdog: behind with renewals: this one was never sent")
 )
+
+// errUnsent is the reason of a lease lost while its renewal waited unsent.
+var errUnsent = fmt.Errorf("%w (%w)", ErrExpired, ErrBehind)
 
 // A Holder is told what happens to one lease. The watchdog calls its
 // methods from its own goroutines, outside its lock; they must not block,
@@ -190,6 +200,7 @@ type state uint8
 
 const (
 	idle     state = iota // waiting for its next renewal
+	waiting               // due, waiting for a worker (in w.ready), or shed
 	inflight              // in a batch being renewed
 	done                  // lost or removed
 )
@@ -489,7 +500,7 @@ func (w *Watchdog[I]) schedule() {
 		w.mu.Unlock()
 
 		for _, e := range lost {
-			e.holder.Lost(ErrExpired)
+			e.holder.Lost(e.reason) // set by sweep
 		}
 		w.signal(min(batches, w.cfg.Workers))
 		if !w.sleep(timer, wait) {
@@ -505,7 +516,11 @@ func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
 	for len(w.queue) > 0 {
 		e := w.queue[0]
 		if e.lossAt <= now {
-			w.finish(e, ErrExpired)
+			reason := ErrExpired
+			if e.state == waiting {
+				reason = errUnsent
+			}
+			w.finish(e, reason)
 			lost = append(lost, e)
 			continue
 		}
@@ -519,7 +534,7 @@ func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
 		}
 		due = true
 		heap.Pop(&w.queue)
-		e.state = inflight
+		e.state = waiting
 		heap.Push(&w.ready, e)
 		heap.Push(&w.queue, e) // keyed by its deadline while in flight
 	}
@@ -725,15 +740,16 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 	b.limit, b.hedgeAt, b.behindAt = never, never, never
 	for range n {
 		e := heap.Pop(&w.ready).(*Entry[I])
-		if e.state != inflight {
+		if e.state != waiting {
 			continue // released or lost while it waited for a worker
 		}
-		if hopeless := e.lossAt-now < rtt; hopeless && shed {
-			continue
+		if hopeless := e.lossAt-now < rtt; e.lossAt <= now || hopeless && shed {
+			continue // lost, unsent, by the scheduler's next sweep
 		} else if !hopeless && len(b.entries) > 0 && b.entries[0].lossAt-now < rtt {
 			heap.Push(&w.ready, e) // for the next batch
 			break
 		}
+		e.state = inflight
 		b.entries = append(b.entries, e)
 		b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
 		b.limit = min(b.limit, e.lossAt)
