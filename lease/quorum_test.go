@@ -275,8 +275,13 @@ func TestQuorumFenceGrowsAfterCountersWentBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, c := range raw {
-		if ttl := c.PTTL(ctx, "tenure:{job}:fence").Val(); c.Exists(ctx, "tenure:{job}").Val() == 1 && ttl <= 0 {
-			t.Errorf("node %d: counter TTL %v while the lease is held there", i, ttl)
+		// The lease key first: a node that answered after the majority
+		// may take it between two reads, and acquire.lua writes the key
+		// and the counter together.
+		if c.Exists(ctx, "tenure:{job}").Val() == 1 {
+			if ttl := c.PTTL(ctx, "tenure:{job}:fence").Val(); ttl <= 0 {
+				t.Errorf("node %d: counter TTL %v while the lease is held there", i, ttl)
+			}
 		}
 	}
 	first := l.Fence()

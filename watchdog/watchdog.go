@@ -89,6 +89,11 @@ var (
 	ErrExpired = errors.New("watchdog: no renewal succeeded before the local deadline")
 	// ErrClosed: the watchdog is closed.
 	ErrClosed = errors.New("watchdog: closed")
+	// ErrUnanswered is what Holder.Renewed is told of a renewal still
+	// unanswered when a second attempt becomes due (half an interval, or
+	// twice the round trips seen lately): its outcome is unknown, and the
+	// watchdog waits on until the lease's loss time.
+	ErrUnanswered = errors.New("watchdog: renewal not answered yet")
 	// ErrBehind is also matched by the reason of a lease lost at its
 	// local deadline (ErrExpired) whose renewal was never sent: it waited
 	// for a worker, every one busy with earlier batches, or was shed as
@@ -109,8 +114,10 @@ type Holder interface {
 	Lost(reason error)
 	// Renewed is called after each automatic renewal attempt: err is nil
 	// when the server renewed the lease, otherwise the error of an attempt
-	// whose outcome is unknown and which is retried until the deadline. A
-	// renewal that finds the lease not held calls Lost instead.
+	// whose outcome is unknown and which is retried until the deadline;
+	// and once more, with ErrUnanswered, while an attempt is still
+	// unanswered when a second one becomes due. A renewal that finds the
+	// lease not held calls Lost instead.
 	Renewed(err error)
 }
 
@@ -827,6 +834,13 @@ func (w *Watchdog[I]) attempt(ctx context.Context, b *batch[I]) {
 		select {
 		case <-hedge:
 			hedge = nil
+			// The holders hear that the renewal is slow, as they heard
+			// of one given up when renewals were given up at this point:
+			// a lease cut off from its server shows failing renewals
+			// before it is lost.
+			for _, e := range b.entries {
+				e.holder.Renewed(ErrUnanswered)
+			}
 			// One second attempt at a time, and none while behind: a
 			// first attempt slow for want of CPU, or a server short of
 			// it, is not helped by sending it twice. A dead connection
