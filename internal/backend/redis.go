@@ -88,6 +88,9 @@ type Redis struct {
 	// than Redis 7.0): then every item is renewed with renew.lua.
 	batch   batchMode
 	noBatch atomic.Bool
+	// noNodeBatch: the Cluster's servers cannot run renew_node.lua
+	// (before Redis 7.0): renewals are batched by slot instead.
+	noNodeBatch atomic.Bool
 }
 
 // NewRedis returns a Redis backend storing keys under prefix.

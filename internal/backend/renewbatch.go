@@ -2,13 +2,26 @@ package backend
 
 import (
 	"context"
+	_ "embed"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
+
+var (
+	//go:embed scripts/renew_node.lua
+	renewNodeSrc    string
+	renewNodeScript = newScript(renewNodeSrc)
+)
+
+// errNotLocal is a lease's outcome in a renew_node.lua call sent to a node
+// that no longer serves its slot (a migration since the grouping): unknown,
+// so the watchdog tries again, by when the client has reloaded its map.
+var errNotLocal = errors.New("renewal sent to a Cluster node that no longer serves the lease's slot")
 
 // renewBatchMax bounds the leases one renew_leases.lua call renews: Redis
 // runs nothing else while a script runs, so a call of a few hundred leases
@@ -17,18 +30,43 @@ import (
 const renewBatchMax = 256
 
 // A renewCall is one command of a renewal pipeline: one renew_leases.lua
-// call for several leases of one node and TTL, or one renew.lua call for
-// one item of any kind.
+// call for several leases of one node (a slot, in a Cluster without
+// renew_node.lua) and TTL, one renew_node.lua call for several leases of one
+// Cluster node and TTL, or one renew.lua call for one item of any kind.
 type renewCall struct {
 	idx   []int // the items it renews, by index into the Renew call's items
 	batch bool
+	node  bool // renew_node.lua
 	keys  []string
 	args  []any
 	cmd   *redis.Cmd
-	// A batch call's counters to refresh, and the place (1..) of the
-	// lease of each: sent after the lease keys and tokens.
+	// A batch call's lease keys and tokens, the counters to refresh and
+	// the place (1..) of the lease of each, until built.
+	leases []string
+	tokens []any
 	fences []string
 	of     []any
+}
+
+// build lays a batch call's keys and arguments out as its script reads
+// them (renew_leases.lua: every key declared; renew_node.lua: the first
+// alone, the others as arguments).
+func (c *renewCall) build() {
+	n := len(c.idx)
+	if !c.node {
+		c.keys = append(append(c.keys, c.leases...), c.fences...)
+		c.args = append(append(append(c.args, n), c.tokens...), c.of...)
+		return
+	}
+	c.keys = append(c.keys, c.leases[0])
+	c.args = append(c.args, n)
+	for _, k := range c.leases {
+		c.args = append(c.args, k)
+	}
+	c.args = append(append(c.args, c.tokens...), len(c.fences))
+	for j, f := range c.fences {
+		c.args = append(c.args, f, c.of[j])
+	}
 }
 
 // batchMode says how a client's leases may share a renew_leases.lua call.
@@ -55,16 +93,28 @@ func batchModeOf(c redis.UniversalClient) batchMode {
 // (a slot, in a Cluster) and a TTL, every other item in its own renew.lua
 // call, all in one pipeline (go-redis splits a Cluster's per node).
 func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
-	calls := r.renewCalls(items)
+	calls := r.renewCalls(ctx, items)
 	r.sendRenewals(ctx, calls)
 	var retry []int // items of batch calls the server could not run
+	moved := false
 	for _, c := range calls {
-		if c.batch && batchUnsupported(c.cmd.Err()) {
+		switch err := c.cmd.Err(); {
+		case c.batch && batchUnsupported(err):
 			r.noBatch.Store(true)
+			retry = append(retry, c.idx...)
+			continue
+		case c.node && nodeUnsupported(err):
+			// A server without script flags (before 7.0) cannot
+			// run renew_node.lua: batch by slot from now on.
+			r.noNodeBatch.Store(true)
 			retry = append(retry, c.idx...)
 			continue
 		}
 		c.results(errs)
+		moved = moved || c.node && c.cmd.Err() == nil && slices.Contains(errs, errNotLocal)
+	}
+	if moved {
+		r.reloadState(ctx)
 	}
 	if len(retry) > 0 {
 		sub := make([]Item, len(retry))
@@ -80,11 +130,14 @@ func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
 }
 
 // renewCalls groups items into calls.
-func (r *Redis) renewCalls(items []Item) []*renewCall {
+func (r *Redis) renewCalls(ctx context.Context, items []Item) []*renewCall {
 	type group struct {
 		slot int
+		node string
 		ttl  time.Duration
 	}
+	byNode := r.batch == batchSlots && !r.noNodeBatch.Load()
+	nodes := map[int]string{} // slot -> the address of its primary, looked up once a call
 	open := map[group]*renewCall{}
 	var calls []*renewCall
 	for i, it := range items {
@@ -99,16 +152,19 @@ func (r *Redis) renewCalls(items []Item) []*renewCall {
 			// The slot of the key, not of the name: a name's own braces
 			// ("x{t}") pick a tag other than the key's ("x{t").
 			g.slot = slot(key)
+			if byNode {
+				g.node, g.slot = r.nodeOf(ctx, nodes, g.slot, key), 0
+			}
 		}
 		c := open[g]
 		if c == nil || len(c.idx) == renewBatchMax {
-			c = &renewCall{batch: true, args: []any{msArg(&r.ttlArg, it.TTL), nil}}
+			c = &renewCall{batch: true, node: byNode, args: []any{msArg(&r.ttlArg, it.TTL)}}
 			open[g] = c
 			calls = append(calls, c)
 		}
 		c.idx = append(c.idx, i)
-		c.keys = append(c.keys, key)
-		c.args = append(c.args, it.Token)
+		c.leases = append(c.leases, key)
+		c.tokens = append(c.tokens, it.Token)
 		if !it.Light {
 			c.fences = append(c.fences, r.layout.Fence(it.Name))
 			c.of = append(c.of, len(c.idx))
@@ -116,12 +172,27 @@ func (r *Redis) renewCalls(items []Item) []*renewCall {
 	}
 	for _, c := range calls {
 		if c.batch {
-			c.args[1] = len(c.idx)
-			c.keys = append(c.keys, c.fences...)
-			c.args = append(c.args, c.of...)
+			c.build()
 		}
 	}
 	return calls
+}
+
+// nodeOf returns the address of the primary that serves key's slot, as the
+// Cluster client last saw it, remembering it in nodes for the call. A slot
+// the client cannot place gets a group of its own ("slot N").
+func (r *Redis) nodeOf(ctx context.Context, nodes map[int]string, s int, key string) string {
+	if addr, ok := nodes[s]; ok {
+		return addr
+	}
+	addr := fmt.Sprint("slot ", s)
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		if c, err := cc.MasterForKey(ctx, key); err == nil {
+			addr = c.Options().Addr
+		}
+	}
+	nodes[s] = addr
+	return addr
 }
 
 // sendRenewals sends the calls in one pipeline, and once more with EVAL
@@ -131,7 +202,10 @@ func (r *Redis) sendRenewals(ctx context.Context, calls []*renewCall) {
 		_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, c := range cs {
 				s := renewScript
-				if c.batch {
+				switch {
+				case c.node:
+					s = renewNodeScript
+				case c.batch:
 					s = renewLeasesScript
 				}
 				c.cmd = s.command(ctx, eval, c.keys, c.args...)
@@ -170,9 +244,13 @@ func (c *renewCall) results(errs []error) {
 	}
 	for k := 0; k < len(failed); k += 2 {
 		i := c.idx[failed[k]-1]
-		errs[i] = ErrNotHeld
-		if failed[k+1] == -1 {
+		switch failed[k+1] {
+		case -1:
 			errs[i] = ErrGone
+		case -2:
+			errs[i] = errNotLocal
+		default:
+			errs[i] = ErrNotHeld
 		}
 	}
 }
@@ -202,6 +280,25 @@ func batchUnsupported(err error) bool {
 	var reply redis.Error
 	return err != nil && errors.As(err, &reply) &&
 		strings.Contains(strings.ToLower(err.Error()), "wrong number of arg")
+}
+
+// nodeUnsupported reports whether a renew_node.lua call failed because the
+// server cannot run it: before Redis 7.0 a script's first line "#!lua" is
+// a syntax error, and flags are unknown.
+func nodeUnsupported(err error) bool {
+	var reply redis.Error
+	if err == nil || !errors.As(err, &reply) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "near '#'") || strings.Contains(msg, "shebang") || strings.Contains(msg, "flag")
+}
+
+// reloadState has a Cluster client load its slot map again.
+func (r *Redis) reloadState(ctx context.Context) {
+	if cc, ok := r.client.(*redis.ClusterClient); ok {
+		cc.ReloadState(ctx)
+	}
 }
 
 // batching reports whether renewals may be batched.

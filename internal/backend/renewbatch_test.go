@@ -144,6 +144,75 @@ func TestClusterBraceNames(t *testing.T) {
 	cl := redistest.NewCluster(t, 3, 0)
 	t.Run("SlotIsKeyslot", func(t *testing.T) { slotIsKeyslot(t, cl.Nodes()[0].Client(t)) })
 	t.Run("LeasesKept", func(t *testing.T) { braceLeasesKept(t, cl.Client(t)) })
+	t.Run("BatchedByNode", func(t *testing.T) { batchedByNode(t, cl.Client(t)) })
+	t.Run("SlotMoved", func(t *testing.T) { slotMoved(t, cl) })
+}
+
+// batchedByNode holds 600 leases of names spread over a 3-primary Cluster's
+// 16,384 slots (few share one): grouped by slot, nearly every renewal call
+// renewed one lease; renew_node.lua renews a node's leases in one call.
+func batchedByNode(t *testing.T, cc *redis.ClusterClient) {
+	ctx := context.Background()
+	h := &renewHook{layout: keys.Layout{Prefix: tlease.DefaultKeyPrefix}}
+	cc.AddHook(h)
+	const ttl = time.Second
+	m, err := tlease.New(cc, tlease.WithTTL(ttl), tlease.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	var held []*tlease.Lease
+	for i := range 600 {
+		l, err := m.TryAcquire(ctx, fmt.Sprint("spread-", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	h.batched.Store(0)
+	h.inBatches.Store(0)
+	time.Sleep(3 * ttl)
+	for _, l := range held {
+		if err := l.Err(); err != nil {
+			t.Fatalf("%s lost: %v", l.Name(), err)
+		}
+	}
+	calls, leases := h.batched.Load(), h.inBatches.Load()
+	t.Logf("%d calls renewed several leases, %d leases in all", calls, leases)
+	if calls == 0 || leases/calls < 50 {
+		t.Fatalf("%d leases in %d batched calls: renewals were not grouped by node", leases, calls)
+	}
+	for _, l := range held {
+		_ = l.Release(ctx)
+	}
+}
+
+// slotMoved sends renew_node.lua to a node with a lease key that another
+// node serves (as after a slot migration the caller has not seen yet): that
+// lease's outcome is unknown (retried), not "not held" (lost).
+func slotMoved(t *testing.T, cl *redistest.Cluster) {
+	ctx := context.Background()
+	cc := cl.Client(t)
+	here, there := "tenure:{here}", ""
+	node, err := cc.MasterForKey(ctx, here)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; there == ""; i++ {
+		k := fmt.Sprintf("tenure:{there-%d}", i)
+		if n, err := cc.MasterForKey(ctx, k); err == nil && n.Options().Addr != node.Options().Addr {
+			there = k
+		}
+	}
+	cc.Set(ctx, here, "tok", time.Minute)
+	cc.Set(ctx, there, "tok", time.Minute)
+	failed, err := backend.RenewNode(ctx, node, time.Minute, []string{here, there}, []string{"tok", "tok"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(failed) != 2 || failed[0] != 2 || failed[1] != -2 {
+		t.Fatalf("renew_node.lua answered %v, want [2 -2]: the lease the node does not serve is unknown, not lost", failed)
+	}
 }
 
 // slotIsKeyslot compares the backend's slot of the lease and fence keys of
@@ -264,7 +333,9 @@ func (h *renewHook) saw(cmd redis.Cmder) {
 	}
 	n, _ := args[2].(int)
 	leases := 0
-	for _, k := range args[3:min(3+n, len(args))] {
+	// renew_leases.lua declares every lease key; renew_node.lua declares
+	// the first and passes them all among its arguments: count both.
+	for _, k := range args[3:] {
 		s, ok := k.(string)
 		if p, isPtr := k.(*string); isPtr { // the backend's keys (script.call)
 			s, ok = *p, true
@@ -272,6 +343,9 @@ func (h *renewHook) saw(cmd redis.Cmder) {
 		if _, isLease := h.layout.NameOf(s); ok && isLease {
 			leases++
 		}
+	}
+	if n == 1 && leases > 1 { // renew_node.lua: KEYS[1] is also ARGV[3]
+		leases--
 	}
 	if leases > 1 {
 		h.batched.Add(1)

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -92,19 +93,21 @@ func checkSlots(t *testing.T, l Layout, name string) {
 	}
 }
 
-// checkGrouping fails t unless a Cluster backend's renewal of names (one
-// TTL) puts each renew_leases.lua call's keys in one slot, and the leases
-// of one slot in one call.
+// checkGrouping fails t unless a Cluster backend batching by slot (a
+// server without renew_node.lua) renewing names (one TTL) puts each
+// renew_leases.lua call's keys in one slot, and the leases of one slot in
+// one call.
 func checkGrouping(t *testing.T, prefix string, names []string) {
 	t.Helper()
 	r := &Redis{layout: Layout{Prefix: prefix}, batch: batchSlots}
+	r.noNodeBatch.Store(true)
 	items := make([]Item, len(names))
 	slots := map[int]bool{}
 	for i, n := range names {
 		items[i] = Item{Name: n, Token: "tok", TTL: time.Second}
 		slots[slot(r.layout.Lease(n))] = true
 	}
-	calls := r.renewCalls(items)
+	calls := r.renewCalls(context.Background(), items)
 	for _, c := range calls {
 		for _, k := range c.keys {
 			if slot(k) != slot(c.keys[0]) {
