@@ -96,7 +96,7 @@ func TestCluster(t *testing.T) {
 				t.Fatalf("%s lost: %v", l.Name(), l.Err())
 			}
 		}
-		t.Logf("per node over %v: pipelines %v, commands %v", window, pipelines, cmds)
+		t.Logf("per node over %v: pipelines %v, renewals %v", window, pipelines, cmds)
 		if len(cmds) != 3 {
 			t.Fatalf("renewals reached %d primaries, want 3", len(cmds))
 		}
@@ -268,7 +268,7 @@ func (h nodeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		n := 0
 		for _, c := range cmds {
 			if name := c.Name(); name == "evalsha" || name == "eval" {
-				n++
+				n += leasesIn(c.Args())
 			}
 		}
 		if n > 0 {
@@ -279,6 +279,27 @@ func (h nodeHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 		}
 		return next(ctx, cmds)
 	}
+}
+
+// leasesIn counts the leases a script call names: its lease keys
+// (tenure:{N}, nothing after the brace), declared (renew_leases.lua,
+// renew.lua) or among the arguments (renew_node.lua, which also declares
+// the first), at least one a call.
+func leasesIn(args []any) int {
+	n := 0
+	for _, a := range args[min(3, len(args)):] {
+		s, ok := a.(string)
+		if p, isPtr := a.(*string); isPtr {
+			s, ok = *p, true
+		}
+		if ok && strings.HasPrefix(s, "tenure:{") && strings.HasSuffix(s, "}") {
+			n++
+		}
+	}
+	if declared, _ := args[2].(int); declared == 1 && n > 1 {
+		n--
+	}
+	return max(n, 1)
 }
 
 // nodeIDs maps each cluster node's address to its id.
