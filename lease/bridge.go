@@ -38,25 +38,7 @@ func init() {
 			// by permitCount.
 			return m.acquire(ctx, name, opts, wait, holding{limit: n, permits: k})
 		},
-		Available: func(ctx context.Context, m *Manager, name string, n int) (int, int, error) {
-			if n < 1 {
-				return 0, 0, fmt.Errorf("%w: %d permits: a semaphore has at least 1", ErrInvalidOption, n)
-			}
-			if err := checkName(name); err != nil {
-				return 0, 0, err
-			}
-			a, ok := m.be.(interface {
-				Available(ctx context.Context, name string, n int) (int, int, error)
-			})
-			if !ok || m.quorum {
-				return 0, 0, fmt.Errorf("lease: semaphores on this manager's backend: %w", errors.ErrUnsupported)
-			}
-			if !m.bg.enter() {
-				return 0, 0, ErrClosed
-			}
-			defer m.bg.leave()
-			return a.Available(ctx, name, n)
-		},
+		Available: available,
 		Downgrade: func(ctx context.Context, m *Manager, w *Lease, n int, opts []AcquireOption) (*Lease, error) {
 			return m.downgrade(ctx, w, n, opts)
 		},
@@ -73,33 +55,59 @@ func init() {
 			}
 			return m.client
 		},
-		Exit: func(ctx context.Context, l *Lease) error { return l.exit(ctx) },
-		OnBackend: func(be any, opts []any) (*Manager, error) {
-			b, ok := be.(backend.Backend)
-			if !ok {
-				return nil, fmt.Errorf("%w: %T is no backend", ErrInvalidOption, be)
-			}
-			os := make([]Option, len(opts))
-			for i, o := range opts {
-				if os[i], ok = o.(Option); !ok {
-					return nil, fmt.Errorf("%w: %T is no lease.Option", ErrInvalidOption, o)
-				}
-			}
-			cfg, err := buildConfig(os)
-			if err != nil {
-				return nil, err
-			}
-			if f, ok := b.(*backend.Fake); ok {
-				// A Redis client ends a command the server does not
-				// answer at its read timeout, whatever the context: the
-				// in-memory server's client ends it at the op timeout, or
-				// an unreachable server would hold Release(context.Background())
-				// for ever, and a test under testing/synctest would never end.
-				b = f.WithTimeout(cfg.opTimeout)
-			}
-			return newManager(b, cfg), nil
-		},
+		Exit:      func(ctx context.Context, l *Lease) error { return l.exit(ctx) },
+		OnBackend: onBackend,
 	})
+}
+
+// available is semaphore.Permits.Available: the free permits of name's
+// semaphore of n, read alone.
+func available(ctx context.Context, m *Manager, name string, n int) (int, int, error) {
+	if n < 1 {
+		return 0, 0, fmt.Errorf("%w: %d permits: a semaphore has at least 1", ErrInvalidOption, n)
+	}
+	if err := checkName(name); err != nil {
+		return 0, 0, err
+	}
+	a, ok := m.be.(interface {
+		Available(ctx context.Context, name string, n int) (int, int, error)
+	})
+	if !ok || m.quorum {
+		return 0, 0, fmt.Errorf("lease: semaphores on this manager's backend: %w", errors.ErrUnsupported)
+	}
+	if !m.bg.enter() {
+		return 0, 0, ErrClosed
+	}
+	defer m.bg.leave()
+	return a.Available(ctx, name, n)
+}
+
+// onBackend is a Manager over a backend of package internal/backend
+// (leasetest's in-memory server).
+func onBackend(be any, opts []any) (*Manager, error) {
+	b, ok := be.(backend.Backend)
+	if !ok {
+		return nil, fmt.Errorf("%w: %T is no backend", ErrInvalidOption, be)
+	}
+	os := make([]Option, len(opts))
+	for i, o := range opts {
+		if os[i], ok = o.(Option); !ok {
+			return nil, fmt.Errorf("%w: %T is no lease.Option", ErrInvalidOption, o)
+		}
+	}
+	cfg, err := buildConfig(os)
+	if err != nil {
+		return nil, err
+	}
+	if f, ok := b.(*backend.Fake); ok {
+		// A Redis client ends a command the server does not answer at its
+		// read timeout, whatever the context: the in-memory server's
+		// client ends it at the op timeout, or an unreachable server would
+		// hold Release(context.Background()) for ever, and a test under
+		// testing/synctest would never end.
+		b = f.WithTimeout(cfg.opTimeout)
+	}
+	return newManager(b, cfg), nil
 }
 
 // enter adds an entry to the reentrant lock l holds.
