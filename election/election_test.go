@@ -99,12 +99,6 @@ func (c *candidate) stop(t *testing.T) error {
 	}
 }
 
-func (c *candidate) terms() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return len(c.started)
-}
-
 // leaderOf waits until one of cs leads, and returns it.
 func leaderOf(t *testing.T, within time.Duration, cs ...*candidate) *candidate {
 	t.Helper()

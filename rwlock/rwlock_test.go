@@ -36,10 +36,9 @@ func newLocker(t testing.TB, c redis.UniversalClient, opts ...lease.Option) *rwl
 // state checks "many readers or one writer" over the locks' contexts: a
 // lock counts from when it is acquired until its context ends.
 type state struct {
-	t                        *testing.T
-	readers, writers         atomic.Int64
-	maxReaders, writersSeen  atomic.Int64
-	readersBesideWriterFound atomic.Bool
+	t                       *testing.T
+	readers, writers        atomic.Int64
+	maxReaders, writersSeen atomic.Int64
 }
 
 func (s *state) enter(l *lease.Lease, write bool) func() {

@@ -909,12 +909,6 @@ func decided(errs []error) bool {
 	return true
 }
 
-func fill[T any](s []T, v T) {
-	for i := range s {
-		s[i] = v
-	}
-}
-
 // observeRTT updates the round-trip estimate with one attempt's: took,
 // or at least took when the attempt was given up. The estimate rises at
 // once and falls slowly, as a timeout's should: a link that just slowed

@@ -34,10 +34,10 @@ func (l *loss) record(reason error) {
 	l.calls++
 }
 
-func (l *loss) get() (error, time.Time, int) {
+func (l *loss) get() (at time.Time, calls int, reason error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.reason, l.at, l.calls
+	return l.at, l.calls, l.reason
 }
 
 // hold acquires name on be and puts it under w.
@@ -65,7 +65,7 @@ func TestRenewalKeepsLeaseAliveAcrossManyTTLs(t *testing.T) {
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 
 		time.Sleep(30 * time.Second) // ten TTLs
-		if reason, _, _ := l.get(); reason != nil {
+		if _, _, reason := l.get(); reason != nil {
 			t.Fatalf("lost: %v", reason)
 		}
 		if _, ttl, ok := fake.Holder("a"); !ok || ttl < 2*time.Second {
@@ -93,7 +93,7 @@ func TestTakeoverLosesWithinOneInterval(t *testing.T) {
 		taken := time.Now()
 		fake.Set("a", "intruder", time.Minute)
 		time.Sleep(2 * time.Second)
-		reason, at, calls := l.get()
+		at, calls, reason := l.get()
 		if !errors.Is(reason, watchdog.ErrTakenOver) || calls != 1 {
 			t.Fatalf("reason %v calls %d", reason, calls)
 		}
@@ -117,7 +117,7 @@ func TestUnansweredRenewalsLoseAtLocalDeadline(t *testing.T) {
 		fake.SetHang(true) // a paused server: no reply, no error
 		time.Sleep(5 * time.Second)
 
-		reason, at, _ := l.get()
+		at, _, reason := l.get()
 		if !errors.Is(reason, watchdog.ErrExpired) {
 			t.Fatalf("reason %v", reason)
 		}
@@ -154,7 +154,7 @@ func TestFailedRenewalsRetryUntilDeadlineAndRecover(t *testing.T) {
 		}
 		fake.SetFault(nil)
 		time.Sleep(10 * time.Second)
-		if reason, _, _ := l.get(); reason != nil {
+		if _, _, reason := l.get(); reason != nil {
 			t.Fatalf("lost after recovery: %v", reason)
 		}
 		if !e.Deadline().After(start) {
@@ -212,7 +212,7 @@ func TestTimedOutRenewalNeverMovesDeadline(t *testing.T) {
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		deadline := e.Deadline()
 		time.Sleep(5 * time.Second)
-		reason, at, _ := l.get()
+		at, _, reason := l.get()
 		if !errors.Is(reason, watchdog.ErrExpired) || !at.Equal(deadline.Add(-watchdog.DefaultSlack(3*time.Second))) {
 			t.Fatalf("reason %v at %v, deadline %v", reason, at, deadline)
 		}
@@ -227,7 +227,7 @@ func TestLateReplyAfterDeadlineDoesNotResurrect(t *testing.T) {
 		defer w.Close()
 		e, l := hold(t, w, fake, "a", 3*time.Second, time.Second)
 		time.Sleep(10 * time.Second)
-		reason, _, calls := l.get()
+		_, calls, reason := l.get()
 		if !errors.Is(reason, watchdog.ErrExpired) || calls != 1 {
 			t.Fatalf("reason %v calls %d", reason, calls)
 		}
@@ -259,7 +259,7 @@ func TestBatchesShareRoundTrips(t *testing.T) {
 			t.Fatalf("%d renewal round trips for %d leases over ~3 rounds", rounds, n)
 		}
 		for i, l := range losses {
-			if reason, _, _ := l.get(); reason != nil {
+			if _, _, reason := l.get(); reason != nil {
 				t.Fatalf("lease %d lost: %v", i, reason)
 			}
 		}
@@ -280,7 +280,7 @@ func TestRemoveStopsRenewalAndLossCallback(t *testing.T) {
 		if fake.Calls("renew") != n {
 			t.Fatal("renewed after Remove")
 		}
-		if _, _, calls := l.get(); calls != 0 {
+		if _, calls, _ := l.get(); calls != 0 {
 			t.Fatal("loss reported after Remove")
 		}
 	})
@@ -296,7 +296,7 @@ func TestNoRenewLeaseLosesAtDeadline(t *testing.T) {
 		l := &loss{}
 		e, _ := w.Add(backend.Item{Name: "a", Token: "t"}, 3*time.Second, sent, time.Second, false, watchdog.LostFunc(l.record))
 		time.Sleep(10 * time.Second)
-		reason, at, _ := l.get()
+		at, _, reason := l.get()
 		if !errors.Is(reason, watchdog.ErrExpired) || !at.Equal(e.Deadline().Add(-watchdog.DefaultSlack(3*time.Second))) || fake.Calls("renew") != 0 {
 			t.Fatalf("reason %v at %v deadline %v renewals %d", reason, at, e.Deadline(), fake.Calls("renew"))
 		}
@@ -340,7 +340,7 @@ func TestCloseReturnsHeldAndStops(t *testing.T) {
 			t.Fatalf("Add after Close: %v", err)
 		}
 		time.Sleep(10 * time.Second)
-		if _, _, calls := l1.get(); calls != 0 {
+		if _, calls, _ := l1.get(); calls != 0 {
 			t.Fatal("loss reported after Close")
 		}
 		if w.Close() != nil {

@@ -86,12 +86,6 @@ func (s *script) send(ctx context.Context, c processor, a []any) *redis.Cmd {
 	return cmd
 }
 
-// run sends the script with EVALSHA, and again with EVAL if the server
-// does not know it.
-func (s *script) run(ctx context.Context, c processor, keys []string, args ...any) *redis.Cmd {
-	return s.send(ctx, c, append(s.call(keys, len(args)), args...))
-}
-
 // scriptArgs are a script's arguments after its keys, at most four, held
 // by value so that building them allocates nothing.
 type scriptArgs struct {
