@@ -101,7 +101,6 @@ func run(ctx context.Context, out, logOut io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	started := make(chan term, 2*workers)
 	var (
-		ws      []*worker
 		wg      sync.WaitGroup
 		closers []func() error
 	)
@@ -126,7 +125,6 @@ func run(ctx context.Context, out, logOut io.Writer) error {
 		if err != nil {
 			return err
 		}
-		ws = append(ws, w)
 		wg.Go(func() { w.done <- w.e.Run(ctx, w.callbacks(say, started)) })
 	}
 

@@ -143,7 +143,7 @@ func run(ctx context.Context, out, logOut io.Writer) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("Do: %w", err)
+		return fmt.Errorf("do: %w", err)
 	}
 	say("Do returned nil: the task is done and the lease on %q released", name2)
 

@@ -114,7 +114,7 @@ func (t *telemetry) summary(out io.Writer, suffix string) {
 		fmt.Fprintf(&b, " %v", s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
 		for _, kv := range s.Attributes() {
 			if k := string(kv.Key); strings.HasPrefix(k, "tenure.") || k == "error.type" || k == "http.response.status_code" {
-				v := kv.Value.Emit()
+				v := kv.Value.String()
 				if k == "tenure.lease.name" {
 					v = strings.TrimSuffix(v, suffix)
 				}
@@ -160,7 +160,7 @@ func attrs(set attribute.Set) string {
 	}
 	var parts []string
 	for _, kv := range set.ToSlice() {
-		parts = append(parts, string(kv.Key)+"="+kv.Value.Emit())
+		parts = append(parts, string(kv.Key)+"="+kv.Value.String())
 	}
 	return "{" + strings.Join(parts, ",") + "}"
 }

@@ -117,7 +117,7 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 func wantAttr(t *testing.T, s sdktrace.ReadOnlySpan, kv attribute.KeyValue) {
 	t.Helper()
 	if got, ok := attrs(s)[kv.Key]; !ok || got != kv.Value {
-		t.Errorf("span %s: %s = %v (present %v), want %v", s.Name(), kv.Key, got.Emit(), ok, kv.Value.Emit())
+		t.Errorf("span %s: %s = %v (present %v), want %v", s.Name(), kv.Key, got.String(), ok, kv.Value.String())
 	}
 }
 
@@ -307,7 +307,7 @@ func TestLossTakenOver(t *testing.T) {
 		}
 	}
 	if v := eventAttr(ev[len(ev)-1], tracing.KeyLossCause); v.AsString() != "taken_over" {
-		t.Errorf("loss cause %v", v.Emit())
+		t.Errorf("loss cause %v", v.String())
 	}
 	release := r.one(t, tracing.SpanRelease)
 	if release.Status().Code != codes.Error {
@@ -368,7 +368,7 @@ func TestLossExpired(t *testing.T) {
 		case tracing.EventLost:
 			lost++
 			if v := eventAttr(ev, tracing.KeyLossCause); v.AsString() != "expired" {
-				t.Errorf("loss cause %v", v.Emit())
+				t.Errorf("loss cause %v", v.String())
 			}
 		}
 	}
