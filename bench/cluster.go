@@ -30,7 +30,10 @@ package main
 // 16,384 slots hold about one due lease each. Each node's idle CPU (no
 // client but the harness's, measured at the start of every run) is
 // recorded too, since it is counted in every window and weighs more on a
-// node that serves a third of the work.
+// node that serves a third of the work. Outside -short a third deployment,
+// a Cluster of one primary serving every slot (cluster-1), tells what
+// cluster mode costs by itself from what splitting the work over nodes
+// costs.
 
 import (
 	"context"
@@ -157,9 +160,7 @@ func (d deployment) nodes(ctx context.Context, cpu0 []float64, ops []int64) ([]c
 
 // clusterLab is the scenario's servers and the deployments over them.
 type clusterLab struct {
-	single  *redistest.Server
-	cluster *redistest.Cluster
-	deps    []deployment // single, cluster
+	deps    []deployment // single, cluster (3 primaries), cluster-1 (if asked for)
 	closers []func() error
 }
 
@@ -170,55 +171,67 @@ func (l *clusterLab) close() {
 }
 
 // newClusterLab starts a single redis-server and a Cluster of 3 primaries
-// without replicas, with the same configuration.
-func newClusterLab(ctx context.Context) (*clusterLab, error) {
+// without replicas, with the same configuration; with one, also a Cluster
+// of one primary serving all 16,384 slots: cluster mode without the split.
+func newClusterLab(ctx context.Context, one bool) (*clusterLab, error) {
 	l := &clusterLab{}
-	var err error
-	if l.single, err = redistest.StartServer(redistest.Config{}); err != nil {
-		return nil, err
-	}
-	l.closers = append(l.closers, l.single.Stop)
-	if l.cluster, err = redistest.StartCluster(3, 0); err != nil {
-		l.close()
-		return nil, err
-	}
-	l.closers = append(l.closers, l.cluster.Stop)
-	for _, a := range append(l.cluster.Addrs(), l.single.Addr()) {
-		if !strings.HasPrefix(a, "127.") {
-			l.close()
-			return nil, fmt.Errorf("refusing to benchmark a non-loopback server %s", a)
-		}
-	}
-	l.deps = append(l.deps, l.singleDeployment())
-	cd, err := l.clusterDeployment(ctx)
+	single, err := redistest.StartServer(redistest.Config{})
 	if err != nil {
-		l.close()
 		return nil, err
 	}
-	l.deps = append(l.deps, cd)
+	l.closers = append(l.closers, single.Stop)
+	if !strings.HasPrefix(single.Addr(), "127.") {
+		l.close()
+		return nil, fmt.Errorf("refusing to benchmark a non-loopback server %s", single.Addr())
+	}
+	l.deps = append(l.deps, l.singleDeployment(single))
+	sizes := map[string]int{"cluster": 3}
+	if one {
+		sizes["cluster-1"] = 1
+	}
+	for _, name := range []string{"cluster", "cluster-1"} {
+		if sizes[name] == 0 {
+			continue
+		}
+		d, err := l.clusterDeployment(ctx, name, sizes[name])
+		if err != nil {
+			l.close()
+			return nil, err
+		}
+		l.deps = append(l.deps, d)
+	}
 	return l, nil
 }
 
-func (l *clusterLab) singleDeployment() deployment {
-	o := l.single.Options()
+func (l *clusterLab) singleDeployment(single *redistest.Server) deployment {
+	o := single.Options()
 	o.PoolSize = acquirers
 	c := redis.NewClient(o)
-	admin := redis.NewClient(l.single.Options())
+	admin := redis.NewClient(single.Options())
 	l.closers = append([]func() error{c.Close, admin.Close}, l.closers...)
-	return deployment{name: "single", client: c, perItem: perItemClient{c}, admins: []*redis.Client{admin}, addrs: []string{l.single.Addr()},
+	return deployment{name: "single", client: c, perItem: perItemClient{c}, admins: []*redis.Client{admin}, addrs: []string{single.Addr()},
 		nodeOf: func(context.Context, string) (int, error) { return 0, nil }}
 }
 
-// clusterDeployment builds the Cluster's deployment: a Cluster client whose
-// slot map says which node serves a name.
-func (l *clusterLab) clusterDeployment(ctx context.Context) (deployment, error) {
-	o := l.cluster.ClusterOptions()
+// clusterDeployment starts a Cluster of primaries without replicas and
+// builds its deployment: a Cluster client whose slot map says which node
+// serves a name.
+func (l *clusterLab) clusterDeployment(ctx context.Context, name string, primaries int) (deployment, error) {
+	cl, err := redistest.StartCluster(primaries, 0)
+	if err != nil {
+		return deployment{}, err
+	}
+	l.closers = append(l.closers, cl.Stop)
+	o := cl.ClusterOptions()
 	o.PoolSize = acquirers
 	cc := redis.NewClusterClient(o)
 	l.closers = append([]func() error{cc.Close}, l.closers...)
-	d := deployment{name: "cluster", client: cc, perItem: perItemCluster{cc}}
+	d := deployment{name: name, client: cc, perItem: perItemCluster{cc}}
 	index := map[string]int{}
-	for i, s := range l.cluster.Nodes() {
+	for i, s := range cl.Nodes() {
+		if !strings.HasPrefix(s.Addr(), "127.") {
+			return d, fmt.Errorf("refusing to benchmark a non-loopback server %s", s.Addr())
+		}
 		admin := redis.NewClient(s.Options())
 		l.closers = append([]func() error{admin.Close}, l.closers...)
 		d.admins, d.addrs = append(d.admins, admin), append(d.addrs, s.Addr())
@@ -231,21 +244,19 @@ func (l *clusterLab) clusterDeployment(ctx context.Context) (deployment, error) 
 		}
 		i, ok := index[c.Options().Addr]
 		if !ok {
-			return 0, fmt.Errorf("cluster: %s is served by %s, not one of %v", name, c.Options().Addr, d.addrs)
+			return 0, fmt.Errorf("%s: %s is served by %s, not one of %v", d.name, name, c.Options().Addr, d.addrs)
 		}
 		return i, nil
 	}
-	if err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() }); err != nil {
-		return d, err
-	}
-	return d, nil
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+	return d, err
 }
 
 // runCluster runs scenario 8: per run, each node's idle CPU, then each
 // cycle variant on each deployment, then the held leases on each, in an
 // order that rotates from run to run.
 func runCluster(ctx context.Context, cfg runConfig) ([]clusterResult, error) {
-	lab, err := newClusterLab(ctx)
+	lab, err := newClusterLab(ctx, cfg.clusterOne)
 	if err != nil {
 		return nil, err
 	}

@@ -50,11 +50,12 @@ type runConfig struct {
 	semCycleDur, semHandoffDur, semMixDur time.Duration
 	semGoroutines                         []int
 	// Scenario 8: runs, the cycle's window, the leases held, the renewal
-	// rounds watched, each run's idle measurement, and whether the Cluster
-	// also renews one call per lease (cluster-per-item).
+	// rounds watched, each run's idle measurement, whether the leases are
+	// also held with renewals one call per lease (tenure-per-item), and
+	// whether a Cluster of one node runs too (cluster-1).
 	clusterRuns, clusterLeases, clusterRounds int
 	clusterCycleDur, clusterIdle              time.Duration
-	clusterPerItem                            bool
+	clusterPerItem, clusterOne                bool
 	verbose                                   bool
 }
 
@@ -88,7 +89,7 @@ func configFor(mode string) runConfig {
 			},
 			million: millionCase{200_000, 40 * time.Second}, floorDur: time.Second,
 			semCycleDur: time.Second, semHandoffDur: 2 * time.Second, semMixDur: time.Second, semGoroutines: []int{8, 32},
-			clusterRuns: 3, clusterLeases: 30_000, clusterRounds: 2, clusterCycleDur: time.Second, clusterIdle: time.Second, clusterPerItem: true}
+			clusterRuns: 3, clusterLeases: 30_000, clusterRounds: 2, clusterCycleDur: time.Second, clusterIdle: time.Second, clusterPerItem: true, clusterOne: true}
 	default:
 		return runConfig{mode: "full", runs: 5, cycleDur: 2 * time.Second, contendDur: 3 * time.Second,
 			lossTTLs: []lossCase{{300 * time.Millisecond, 100}, {time.Second, 30}},
@@ -102,7 +103,7 @@ func configFor(mode string) runConfig {
 			},
 			million: millionCase{1_000_000, 2 * time.Minute}, floorDur: 3 * time.Second,
 			semCycleDur: 2 * time.Second, semHandoffDur: 3 * time.Second, semMixDur: 2 * time.Second, semGoroutines: []int{8, 32},
-			clusterRuns: 3, clusterLeases: 30_000, clusterRounds: 3, clusterCycleDur: 2 * time.Second, clusterIdle: time.Second, clusterPerItem: true}
+			clusterRuns: 3, clusterLeases: 30_000, clusterRounds: 3, clusterCycleDur: 2 * time.Second, clusterIdle: time.Second, clusterPerItem: true, clusterOne: true}
 	}
 }
 

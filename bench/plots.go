@@ -288,7 +288,7 @@ func clusterPlot(rs []clusterResult, file string) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	c, err := draw.NewFormattedCanvas(9*vg.Inch, vg.Length(4*float64(len(rows)))*vg.Inch, "png")
+	c, err := draw.NewFormattedCanvas(11*vg.Inch, vg.Length(4*float64(len(rows)))*vg.Inch, "png")
 	if err != nil {
 		return err
 	}
@@ -344,17 +344,26 @@ func clusterPanel(ms []clusterMedian) (*plot.Plot, error) {
 	p.Legend.Top = true
 	p.NominalX(names...)
 	p.Y.Min, p.Y.Max = 0, p.Y.Max*1.7 // headroom for the legend
+	p.Y.Tick.Marker = plot.TickerFunc(func(lo, hi float64) []plot.Tick {
+		ts := plot.DefaultTicks{}.Ticks(lo, hi)
+		for i := range ts {
+			if ts[i].Label != "" {
+				ts[i].Label = fmt.Sprintf("%.0f", ts[i].Value)
+			}
+		}
+		return ts
+	})
 	return p, nil
 }
 
 // clusterBars adds one part's bars to p: tenure's on each node and on all
 // nodes together, the other implementations' on all nodes together, a
 // colour for one server, a Cluster node and a Cluster's nodes together, the
-// value written above each. It returns the bars' names, in order.
+// value written above each (a fourth colour for a Cluster of one node). It returns the bars' names, in order.
 func clusterBars(p *plot.Plot, ms []clusterMedian) ([]string, error) {
 	var names []string
 	var labels plotter.XYLabels
-	var legend [3]*plotter.BarChart
+	var legend [4]*plotter.BarChart
 	for _, m := range ms {
 		figs := []clusterFigure{m.all}
 		if m.impl == "tenure" {
@@ -367,17 +376,21 @@ func clusterBars(p *plot.Plot, ms []clusterMedian) ([]string, error) {
 				return nil, err
 			}
 			kind := 0
-			if m.deploy != "single" {
+			switch {
+			case m.deploy == "cluster-1":
+				kind = 3
+			case m.deploy != "single" && j < len(figs)-1:
 				kind = 1
-				if j == len(figs)-1 {
-					kind = 2
-				}
+			case m.deploy != "single":
+				kind = 2
 			}
 			bars.XMin, bars.Color, bars.LineStyle.Width = x, plotutil.Color(kind), 0
 			p.Add(bars)
 			legend[kind] = bars
 			node, _, _ := strings.Cut(fig.label, " (")
-			names = append(names, strings.ReplaceAll(m.impl, "+", "\n+")+"\n"+m.deploy+"\n"+node)
+			node = strings.NewReplacer("the server", "", "its one node", "", "all 3 nodes", "all 3").Replace(node)
+			impl := strings.NewReplacer("+", "\n+", "-per-item", "\nper item").Replace(m.impl)
+			names = append(names, impl+"\n"+m.deploy+"\n"+node)
 			labels.XYs = append(labels.XYs, plotter.XY{X: x, Y: fig.perCPU})
 			labels.Labels = append(labels.Labels, fmt.Sprintf("%.0f", fig.perCPU))
 		}
@@ -390,7 +403,7 @@ func clusterBars(p *plot.Plot, ms []clusterMedian) ([]string, error) {
 		l.TextStyle[i].XAlign, l.TextStyle[i].YAlign = draw.XCenter, draw.YBottom
 	}
 	p.Add(l)
-	for k, what := range []string{"one server", "a Cluster node", "all the Cluster's nodes"} {
+	for k, what := range []string{"one server", "a Cluster node", "all the Cluster's nodes", "a Cluster of one node"} {
 		if legend[k] != nil {
 			p.Legend.Add(what, legend[k])
 		}

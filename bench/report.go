@@ -622,7 +622,7 @@ func clusterMedians(rs []clusterResult) []clusterMedian {
 // clusterRank orders scenario 8's implementations and deployments in its
 // tables and plot, whatever order they ran in.
 func clusterRank(s string) int {
-	return slices.Index([]string{"tenure", "tenure-per-item", "baseline", "baseline+publish", "single", "cluster"}, s)
+	return slices.Index([]string{"tenure", "tenure-per-item", "baseline", "baseline+publish", "single", "cluster-1", "cluster"}, s)
 }
 
 // clusterAll is all of r's nodes as one: all the work, CPU and idle CPU.
@@ -666,8 +666,11 @@ func clusterMedianOf(runs []clusterResult, single map[clusterKey]clusterNode) cl
 		}
 	}
 	all := fmt.Sprintf("all %d nodes", len(f.Nodes))
-	if len(f.Nodes) == 1 {
+	switch {
+	case f.Deploy == "single":
 		all = "the server"
+	case len(f.Nodes) == 1:
+		all = "its one node"
 	}
 	m.all = clusterFigureOf(all, runs, single, clusterAll)
 	for _, r := range runs {
@@ -688,7 +691,9 @@ func clusterSection(b *strings.Builder, rs []clusterResult) {
 	p("Redis CPU is each node's INFO cpu (user + system) over the window, its idle work included; idle CPU is each node's with no client but the harness's, measured at the start of each run (a Cluster node also gossips on its bus). ")
 	p("Each cycle or renewal is counted to the node that serves its name (the Cluster client's slot map). Per Redis CPU second = the node's work ÷ its CPU; for *all nodes*, all the work ÷ all the nodes' CPU. ")
 	p("÷ single = the single server's figure ÷ this one's in the same run, for the same implementation: Redis CPU per op relative to one server's (issue 32's target for tenure: at most 1.1×), median over runs (range); ")
-	p("*idle out* = the same with each node's idle CPU taken out of its window.\n\n")
+	p("*idle out* = the same with each node's idle CPU taken out of its window. ")
+	p("*cluster-1*, where it ran, is a Cluster of one primary serving all 16,384 slots: cluster mode without the split over nodes. ")
+	p("Medians of %d runs.\n\n", len(group(rs, func(r clusterResult) int { return r.Run })))
 	ms := clusterMedians(rs)
 	for _, part := range []string{"cycle", "hold"} {
 		if parts := filter(ms, func(m clusterMedian) bool { return m.part == part }); len(parts) > 0 {
