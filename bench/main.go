@@ -49,7 +49,14 @@ type runConfig struct {
 	// of goroutines) and the read-write mix.
 	semCycleDur, semHandoffDur, semMixDur time.Duration
 	semGoroutines                         []int
-	verbose                               bool
+	// Scenario 8: runs, the cycle's window, the leases held, the renewal
+	// rounds watched, each run's idle measurement, whether the leases are
+	// also held with renewals one call per lease (tenure-per-item), and
+	// whether a Cluster of one node runs too (cluster-1).
+	clusterRuns, clusterLeases, clusterRounds int
+	clusterCycleDur, clusterIdle              time.Duration
+	clusterPerItem, clusterOne                bool
+	verbose                                   bool
 }
 
 func (c runConfig) logf(format string, args ...any) {
@@ -68,7 +75,8 @@ func configFor(mode string) runConfig {
 				{10_000, 3 * time.Second, time.Second, 3 * time.Second},
 			},
 			million: millionCase{20_000, 10 * time.Second}, floorDur: 300 * time.Millisecond,
-			semCycleDur: 150 * time.Millisecond, semHandoffDur: 500 * time.Millisecond, semMixDur: 300 * time.Millisecond, semGoroutines: []int{8}}
+			semCycleDur: 150 * time.Millisecond, semHandoffDur: 500 * time.Millisecond, semMixDur: 300 * time.Millisecond, semGoroutines: []int{8},
+			clusterRuns: 1, clusterLeases: 3_000, clusterRounds: 1, clusterCycleDur: 300 * time.Millisecond, clusterIdle: 300 * time.Millisecond}
 	case "medium":
 		return runConfig{mode: mode, runs: 3, cycleDur: time.Second, contendDur: 2 * time.Second,
 			lossTTLs: []lossCase{{300 * time.Millisecond, 40}, {time.Second, 15}},
@@ -80,7 +88,8 @@ func configFor(mode string) runConfig {
 				{100_000, 3 * time.Second, time.Second, 5 * time.Second},
 			},
 			million: millionCase{200_000, 40 * time.Second}, floorDur: time.Second,
-			semCycleDur: time.Second, semHandoffDur: 2 * time.Second, semMixDur: time.Second, semGoroutines: []int{8, 32}}
+			semCycleDur: time.Second, semHandoffDur: 2 * time.Second, semMixDur: time.Second, semGoroutines: []int{8, 32},
+			clusterRuns: 3, clusterLeases: 30_000, clusterRounds: 2, clusterCycleDur: time.Second, clusterIdle: time.Second, clusterPerItem: true, clusterOne: true}
 	default:
 		return runConfig{mode: "full", runs: 5, cycleDur: 2 * time.Second, contendDur: 3 * time.Second,
 			lossTTLs: []lossCase{{300 * time.Millisecond, 100}, {time.Second, 30}},
@@ -93,7 +102,8 @@ func configFor(mode string) runConfig {
 				{100_000, 3 * time.Second, time.Second, 5 * time.Second},
 			},
 			million: millionCase{1_000_000, 2 * time.Minute}, floorDur: 3 * time.Second,
-			semCycleDur: 2 * time.Second, semHandoffDur: 3 * time.Second, semMixDur: 2 * time.Second, semGoroutines: []int{8, 32}}
+			semCycleDur: 2 * time.Second, semHandoffDur: 3 * time.Second, semMixDur: 2 * time.Second, semGoroutines: []int{8, 32},
+			clusterRuns: 3, clusterLeases: 30_000, clusterRounds: 3, clusterCycleDur: 2 * time.Second, clusterIdle: time.Second, clusterPerItem: true, clusterOne: true}
 	}
 }
 
@@ -112,6 +122,7 @@ type results struct {
 	Million   []millionResult
 	Floor     []floorResult
 	Semaphore *semaphoreResults `json:",omitempty"`
+	Cluster   []clusterResult   `json:",omitempty"`
 	Impls     map[string]string
 	Elapsed   time.Duration
 	LoadStart string // /proc/loadavg when the run began and ended: other work on the machine
@@ -253,6 +264,17 @@ func run(cfg runConfig, outDir, only string) error {
 		}
 		res.Failures = append(res.Failures, semaphoreFailures(res.Semaphore)...)
 	}
+	if want("cluster") {
+		cfg.logf("scenario 8: a 3-primary Cluster beside a single server")
+		if res.Cluster, err = runCluster(ctx, cfg); err != nil {
+			return err
+		}
+		for _, c := range res.Cluster {
+			if c.Lost > 0 {
+				res.Failures = append(res.Failures, fmt.Sprintf("scenario 8: tenure lost %d of %d leases (%s, run %d)", c.Lost, c.Leases, c.Deploy, c.Run))
+			}
+		}
+	}
 	if only != allScenarios {
 		mergePrevious(res, filepath.Join(outDir, "results.json"), want)
 	}
@@ -321,7 +343,7 @@ func loadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-const allScenarios = "cycle,contended,hold,loss,million,floor,semaphore"
+const allScenarios = "cycle,contended,hold,loss,million,floor,semaphore,cluster"
 
 // mergePrevious fills the scenarios this run skipped from an earlier
 // results.json, keeping the date each was taken.
@@ -357,6 +379,8 @@ func mergePrevious(res *results, file string, ran func(string) bool) {
 				res.Floor = prev.Floor
 			case "semaphore":
 				res.Semaphore = prev.Semaphore
+			case "cluster":
+				res.Cluster = prev.Cluster
 			}
 		}
 		res.Dates[s] = when
