@@ -90,6 +90,11 @@ func TestConnUsageErrors(t *testing.T) {
 		{"the same server twice", nil, []string{"--redis", "127.0.0.1:1", "--redis", "redis://127.0.0.1:1"}, "is given twice"},
 		{"TLS files without TLS", []string{"TENURE_TLS_CA=/nonexistent"}, []string{"--redis", "redis-cluster://127.0.0.1:1"},
 			"need a rediss URL"},
+		// The dial's "invalid port" read as Redis unreachable (69).
+		{"a port out of range", nil, []string{"--redis", "redis://127.0.0.1:99999"}, `port "99999" is not a number from 1 to 65535`},
+		{"a bare port out of range", nil, []string{"--redis", "127.0.0.1:0"}, `port "0" is not a number from 1 to 65535`},
+		{"a port out of range after a password", nil, []string{"--redis", "redis://u:secret-pw@127.0.0.1:70000"},
+			`redis URL (not shown: it has user information): port "70000"`},
 		{"a quorum observer", nil, []string{"--redis", "127.0.0.1:1", "--redis", "127.0.0.1:2", "--redis", "127.0.0.1:3"},
 			"elect --observe is not supported in quorum mode"},
 	} {

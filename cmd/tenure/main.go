@@ -40,7 +40,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -281,6 +283,9 @@ func parseRedis(s string) (*redis.Options, error) {
 			}
 			return nil, fmt.Errorf("redis address %q is neither a URL nor host:port", s)
 		}
+		if err := checkPort(s); err != nil {
+			return nil, fmt.Errorf("redis address %q: %w", s, err)
+		}
 		return &redis.Options{Addr: s}, nil
 	}
 	opts, err := redis.ParseURL(s)
@@ -291,7 +296,29 @@ func parseRedis(s string) (*redis.Options, error) {
 		}
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
+	if opts.Network != "unix" {
+		// go-redis takes any port, and the dial's "invalid port" read
+		// as Redis unreachable (exit 69): it is the URL that is wrong.
+		if err := checkPort(opts.Addr); err != nil {
+			if hidden {
+				return nil, fmt.Errorf("redis URL (not shown: it has user information): %w", err)
+			}
+			return nil, fmt.Errorf("redis URL %q: %w", s, err)
+		}
+	}
 	return opts, nil
+}
+
+// checkPort checks that addr is host:port with a port from 1 to 65535.
+func checkPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return nil
 }
 
 func checkPrefix(p string) error {
