@@ -284,10 +284,19 @@ var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^\s]*@`)
 // userinfoScheme is what userinfo takes for a URL's scheme.
 var userinfoScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
-// redact hides the user information of every URL in s, and every secret
-// (literally, for those of 4 bytes or more: shorter ones would mask words).
+// commandArgs matches the arguments that Redis quotes in an "unknown
+// command" error (a script sent to a sentinel, say), to the end of the
+// line: an acquire's arguments hold the request's token, which tenure
+// never prints, and a name may hold a quote, so that the quoted arguments
+// cannot be told apart from what follows them.
+var commandArgs = regexp.MustCompile(`(with args beginning with:)[^\n]*`)
+
+// redact hides the user information of every URL in s, the arguments of
+// a command that Redis quotes back, and every secret (literally, for
+// those of 4 bytes or more: shorter ones would mask words).
 func redact(s string, secrets []string) string {
 	s = userinfo.ReplaceAllString(s, "${1}xxxxx@")
+	s = commandArgs.ReplaceAllString(s, "${1} (not shown)")
 	for _, sec := range secrets {
 		if len(sec) >= 4 {
 			s = strings.ReplaceAll(s, sec, "xxxxx")

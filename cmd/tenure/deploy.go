@@ -256,12 +256,16 @@ func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	errs := cs.each(pctx, func(ctx context.Context, _ int, c redis.UniversalClient) error { return c.Ping(ctx).Err() })
+	errs := cs.each(pctx, func(ctx context.Context, i int, c redis.UniversalClient) error { return targets[i].reach(ctx, c) })
 	answered, failed := 0, []string{}
 	for i, err := range errs {
+		var ke *kindError
 		switch {
 		case err == nil:
 			answered++
+		case errors.As(err, &ke):
+			cs.Close()
+			return nil, fail(exitUsage, "%s", ke)
 		case refusal(err) != "":
 			cs.Close()
 			return nil, g.redisFailure(cs.nodes[i].where, err)

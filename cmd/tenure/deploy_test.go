@@ -227,6 +227,43 @@ func TestSentinelCLI(t *testing.T) {
 			t.Errorf("a wrong password: status %d: %s", code, stderr)
 		}
 	})
+	t.Run("wrong URLs", func(t *testing.T) {
+		sentinel := g.SentinelAddrs()[0]
+		for _, tc := range []struct {
+			what, url string
+			code      int
+			msgs      []string
+		}{
+			// It failed on EVALSHA, quoting the script's arguments, a
+			// token among them.
+			{"a plain URL at a sentinel", "redis://" + sentinel, exitUsage,
+				[]string{sentinel + " is a sentinel", "use redis-sentinel://" + sentinel + "/MASTER", fmt.Sprintf("%q", g.MasterName())}},
+			// It said "all sentinels specified in configuration are
+			// unreachable: redis: nil" while they answered.
+			{"a master they do not monitor", "redis-sentinel://" + sentinel + "/no-such-master", exitUsage,
+				[]string{`monitor no master named "no-such-master"`, fmt.Sprintf("they monitor %q", g.MasterName())}},
+			// It said "context deadline exceeded", after 5 seconds.
+			{"sentinels down", "redis-sentinel://127.0.0.1:1,127.0.0.1:2/" + g.MasterName(), exitRedis,
+				[]string{"no sentinel answered: 127.0.0.1:1: ", "connection refused"}},
+			{"a sentinel URL at a server", "redis-sentinel://" + srv.Addr() + "/" + g.MasterName(), exitUsage,
+				[]string{srv.Addr() + " is a Redis server, not a sentinel: use redis://" + srv.Addr()}},
+		} {
+			t.Run(tc.what, func(t *testing.T) {
+				code, _, stderr := result(t, on(nil, "--redis", tc.url, "run", "wrong-kind", "--", "true"))
+				if code != tc.code {
+					t.Errorf("status %d, want %d: %s", code, tc.code, stderr)
+				}
+				for _, m := range tc.msgs {
+					if !strings.Contains(stderr, m) {
+						t.Errorf("stderr does not say %q: %s", m, stderr)
+					}
+				}
+				if strings.Contains(stderr, "retired") || strings.Contains(stderr, "deadline exceeded") {
+					t.Errorf("stderr: %s", stderr)
+				}
+			})
+		}
+	})
 	t.Run("failover while waiting", func(t *testing.T) {
 		c := g.FailoverClient(t)
 		m, err := lease.New(c, lease.WithLogger(quietLogger()))
@@ -328,6 +365,25 @@ func TestClusterCLI(t *testing.T) {
 			if !strings.Contains(out, n) {
 				t.Errorf("list misses %s:\n%s", n, out)
 			}
+		}
+	})
+	// A plain URL at one node worked for the names whose slots it
+	// serves, and failed with MOVED (exit 69) for the others.
+	t.Run("a plain URL at a node", func(t *testing.T) {
+		node := cl.Addrs()[0]
+		for i := range 6 {
+			code, _, stderr := result(t, on(nil, "--redis", "redis://"+node, "run", fmt.Sprintf("clu-plain-%d", i), "--", "true"))
+			want := node + " is a Cluster node: use redis-cluster://" + node
+			if code != exitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, "MOVED") {
+				t.Errorf("name %d: status %d, want %d with %q: %s", i, code, exitUsage, want, stderr)
+			}
+		}
+	})
+	t.Run("a Cluster URL at a server", func(t *testing.T) {
+		code, _, stderr := result(t, on(nil, "--redis", "redis-cluster://"+srv.Addr(), "status", "x"))
+		want := srv.Addr() + " is a single Redis server, not a Cluster node: use redis://" + srv.Addr()
+		if code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("status %d, want %d with %q: %s", code, exitUsage, want, stderr)
 		}
 	})
 	t.Run("ACL user", func(t *testing.T) {
