@@ -502,6 +502,38 @@ func (g *globals) forceRelease(ctx context.Context, cs *conns, keys []string, ch
 	return best, nil
 }
 
+// connectWaiting is connectFor that waits out a Redis that does not
+// answer, as a wait for a held name waits out a restart: while the
+// connection fails as unreachable (exit 69: not a refusal, nor a usage
+// error) it says so once on stderr (with wait, the --wait given) and tries
+// again with the backoff of retrying, until wctx, which bounds the wait,
+// ends; then the last failure stands, saying that the wait ran out.
+func (g *globals) connectWaiting(wctx context.Context, feature, wait string) (*conns, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 2*time.Second, 0
+	said := false
+	for {
+		cs, err := g.connectFor(wctx, feature)
+		var xe *exitErr
+		if err == nil || !errors.As(err, &xe) || xe.code != exitRedis {
+			return cs, err
+		}
+		if !said {
+			fmt.Fprintf(g.stderr, "tenure: %s; waiting for it (--wait %s)\n", oneLine(xe.Error()), wait)
+			said = true
+		}
+		pause := b.NextBackOff()
+		g.log.Warn("Redis unreachable; trying again", "err", xe.err, "after", pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return nil, fail(exitRedis, "%v; still unreachable when --wait %s ran out", xe.err, wait)
+		case <-t.C:
+		}
+	}
+}
+
 // retrying is take(ctx, true) that outlives a Redis outage, as the
 // election's campaign does: an attempt that fails on Redis (a restart, a
 // failover, a dropped connection) is tried again with a growing pause

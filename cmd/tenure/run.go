@@ -192,7 +192,8 @@ type runOptions struct {
 func (o *runOptions) add(cmd *cobra.Command) {
 	o.f.add(cmd)
 	o.wait = waitFlag{forever: true}
-	cmd.Flags().Var(&o.wait, "wait", `how long to wait for NAME while it is held: a duration ("10s", "1m"), 0 for one attempt, or "forever"`)
+	cmd.Flags().Var(&o.wait, "wait", `how long to wait for NAME while it is held: a duration ("10s", "1m"), 0 for one attempt, or "forever"; `+
+		`given, it waits for a Redis that does not answer at the start too`)
 	cmd.Flags().Var(&o.releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the release after COMMAND exits "+
 		"(or a hold ends); then tenure exits, the release's outcome unknown (the lease expires by its TTL); default min(TTL, 2s). "+
 		"After a loss tenure waits no later than min(TTL/10, 200ms) before the lease's local deadline")
@@ -257,6 +258,11 @@ const runLong = `Acquire a lease on NAME (waiting up to --wait while another hol
 COMMAND with TENURE_NAME and TENURE_FENCE (the lease's fencing token) in its
 environment, renew the lease while it runs, release it when it exits, and exit
 with its status. While it waits, tenure says once on stderr who holds NAME.
+A Redis that fails while tenure waits (a restart, a failover) is waited out
+within --wait too; so is one that does not answer at the start when --wait is
+given (a duration or "forever"), said once on stderr. Without --wait, or with
+--wait 0, an unreachable Redis at the start is exit 69 at once, so that a
+wrong address does not hang a script.
 
 Without COMMAND ("tenure run NAME", no "--"), tenure holds NAME itself, as
 "etcdctl lock NAME" does: once acquired it prints one line of JSON on stdout,
@@ -404,7 +410,8 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := &runner{g: g, o: o, name: name, argv: argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+			r := &runner{g: g, o: o, name: name, argv: argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
+				waitGiven: cmd.Flags().Changed("wait")}
 			return r.run()
 		},
 	}
@@ -524,6 +531,9 @@ type runner struct {
 	argv           []string
 	releaseTimeout time.Duration
 	stdout, stderr io.Writer
+	// waitGiven: --wait was given, so that an unreachable Redis is
+	// waited for too (connect).
+	waitGiven bool
 
 	sigs *sigRouter
 	w    *leaseWatch
@@ -611,7 +621,14 @@ func (r *runner) run() error {
 	r.sigs = newSigRouter(cancel, r.stderr)
 	defer r.sigs.stop()
 
-	client, err := r.g.connectFor(ctx, runFeature(r.o.permits, r.o.shared))
+	// --wait bounds the whole wait: for Redis to answer, then for NAME.
+	wctx := ctx
+	if !r.o.wait.forever && r.o.wait.d > 0 {
+		var wcancel context.CancelFunc
+		wctx, wcancel = context.WithTimeout(ctx, r.o.wait.d)
+		defer wcancel()
+	}
+	client, err := r.connect(ctx, wctx)
 	if err != nil {
 		return err
 	}
@@ -643,7 +660,7 @@ func (r *runner) run() error {
 		return hs[0].who()
 	}
 
-	l, err := r.acquire(ctx)
+	l, err := r.acquire(ctx, wctx)
 	if err != nil {
 		return err
 	}
@@ -672,16 +689,28 @@ func (r *runner) commandLost(l *lease.Lease, cause error) error {
 	return fail(r.o.f.lostExit, "%s was lost %s: %s; %s", r.how.held, lostWhen(cause), r.w.why(l, cause), lostDone(cause))
 }
 
+// connect connects to Redis. With --wait given (and not 0) a Redis that
+// does not answer is waited for within wctx, the --wait's context, as it
+// is once NAME is waited for; without it, tenure fails at once (exit 69),
+// so that a wrong address does not hang a script that relies on the
+// default --wait forever.
+func (r *runner) connect(ctx, wctx context.Context) (*conns, error) {
+	feature := runFeature(r.o.permits, r.o.shared)
+	if !r.waitGiven || (!r.o.wait.forever && r.o.wait.d == 0) {
+		return r.g.connectFor(ctx, feature)
+	}
+	client, err := r.g.connectWaiting(wctx, feature, r.o.wait.String())
+	if s, ok := r.sigs.interrupted(); ok && err != nil {
+		return nil, fail(signalStatus(s), "interrupted by %s while waiting for Redis", signalName(s))
+	}
+	return client, err
+}
+
 // acquire takes NAME as --wait says: one attempt first, then, if NAME is
 // held and --wait allows, a wait announced once on stderr with who holds
-// NAME.
-func (r *runner) acquire(ctx context.Context) (*lease.Lease, error) {
-	wctx := ctx
-	if !r.o.wait.forever && r.o.wait.d > 0 {
-		var wcancel context.CancelFunc
-		wctx, wcancel = context.WithTimeout(ctx, r.o.wait.d)
-		defer wcancel()
-	}
+// NAME. wctx is the --wait's context (ctx itself for forever, and for
+// --wait 0, whose one attempt it does not bound).
+func (r *runner) acquire(ctx, wctx context.Context) (*lease.Lease, error) {
 	l, err := r.how.take(wctx, false)
 	if errors.Is(err, lease.ErrNotAcquired) && (r.o.wait.forever || r.o.wait.d > 0) {
 		fmt.Fprintf(r.stderr, "tenure: %s; waiting for it (--wait %v)\n", r.how.busy(r.whoHolds(ctx)), r.o.wait.String())
