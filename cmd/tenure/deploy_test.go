@@ -187,17 +187,20 @@ func deployRound(t *testing.T, redisArgs, env []string, tag string, quorum bool)
 }
 
 // aclSetUser gives every server the least-privilege tenure user of
-// docs/security.md, plus the extra commands.
-func aclSetUser(t *testing.T, servers []*redistest.Server, user, password string, extra ...string) {
+// docs/security.md's single-server line.
+func aclSetUser(t *testing.T, servers []*redistest.Server, user, password string) {
+	t.Helper()
+	aclSetRule(t, servers, redistest.ACLRule(user, password, "tenure:"))
+}
+
+// aclSetRule runs the ACL SETUSER line rule on every server.
+func aclSetRule(t *testing.T, servers []*redistest.Server, rule string) {
 	t.Helper()
 	for _, s := range servers {
 		c := s.NewClient()
 		var args []any
-		for _, f := range strings.Fields(redistest.ACLRule(user, password, "tenure:")) {
+		for _, f := range strings.Fields(rule) {
 			args = append(args, f)
-		}
-		for _, e := range extra {
-			args = append(args, e)
 		}
 		err := c.Do(context.Background(), args...).Err()
 		c.Close()
@@ -388,9 +391,10 @@ func TestClusterCLI(t *testing.T) {
 	})
 	t.Run("ACL user", func(t *testing.T) {
 		const user, pw = "tenure-clu", "cluster-pw-1234"
-		// A Cluster client also reads the slot map (CLUSTER SLOTS) and
-		// the command table (COMMAND), as docs/security.md says.
-		aclSetUser(t, cl.Nodes(), user, pw, "+cluster|slots", "+command")
+		// docs/security.md's Cluster line, word for word: a Cluster
+		// client also reads the slot map and the command table. The
+		// single-server line was refused CLUSTER SLOTS.
+		aclSetRule(t, cl.Nodes(), redistest.ACLClusterRule(user, pw, "tenure:"))
 		file := filepath.Join(t.TempDir(), "pw")
 		if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -405,6 +409,17 @@ func TestClusterCLI(t *testing.T) {
 				t.Errorf("%s: the ACL LOG has refusals:\n%s", n.Addr(), strings.Join(log, "\n"))
 			}
 		}
+		// The single-server line is not enough, as docs/security.md says.
+		const single = "tenure-clu-single"
+		aclSetUser(t, cl.Nodes(), single, pw)
+		code, _, stderr := result(t, on([]string{"TENURE_REDIS_PASSWORD=" + pw}, "--redis",
+			strings.Replace(url, "://", "://"+single+"@", 1), "status", "x"))
+		if code != exitRefused || !strings.Contains(stderr, "cluster|slots") {
+			t.Errorf("the single-server line on a Cluster: status %d, want %d naming cluster|slots: %s", code, exitRefused, stderr)
+		}
+		for _, n := range cl.Nodes() {
+			n.ResetACLLog(t)
+		}
 	})
 }
 
@@ -414,7 +429,7 @@ func TestClusterCLI(t *testing.T) {
 func TestClusterTLSCLI(t *testing.T) {
 	cl := redistest.NewClusterConfig(t, redistest.Config{TLS: &redistest.TLS{AuthClients: "yes"}}, 3, 0)
 	const user, pw = "tenure-clu-tls", "cluster-tls-pw-1234"
-	aclSetUser(t, cl.Nodes(), user, pw, "+cluster|slots", "+command")
+	aclSetRule(t, cl.Nodes(), redistest.ACLClusterRule(user, pw, "tenure:"))
 	n := cl.Nodes()[0]
 	hosts := strings.Join(cl.Addrs()[:2], ",")
 	tlsArgs := []string{"--tls-ca", n.TLSFile("ca.crt"), "--tls-cert", n.TLSFile("client.crt"), "--tls-key", n.TLSFile("client.key")}
