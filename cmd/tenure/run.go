@@ -368,12 +368,12 @@ longer than a dead holder would.
 func newRunCmd(g *globals) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use: "run [flags] NAME -- COMMAND [ARGS...]\n  tenure run -n N [flags] NAME -- COMMAND [ARGS...]\n" +
-			"  tenure run --shared [flags] NAME -- COMMAND [ARGS...]\n  tenure run [flags] NAME",
+		Use: "run [flags] NAME [--] COMMAND [ARGS...]\n  tenure run -n N [flags] NAME [--] COMMAND [ARGS...]\n" +
+			"  tenure run --shared [flags] NAME [--] COMMAND [ARGS...]\n  tenure run [flags] NAME",
 		Short: "Run a command while holding a lease on NAME (or a permit, or a read lock), or hold NAME alone",
-		Long:  runLong + exitStatuses,
+		Long:  runLong + commandRule + "\n\n" + exitStatuses,
 		Example: `  # one nightly report at a time, across every host that runs this
-  tenure run nightly-report -- ./report.sh --since yesterday
+  tenure run nightly-report ./report.sh --since yesterday
 
   # give up after 10s if another host is at it; a short TTL frees NAME fast if we die
   tenure run --wait 10s --ttl 5s backup -- pg_dump -f /backups/db.sql
@@ -402,7 +402,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := nameAndCommand(cmd, args, true)
+			inv, err := parseInvocation(cmd, args, g)
 			if err != nil {
 				return err
 			}
@@ -410,12 +410,14 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := &runner{g: g, o: o, name: name, argv: argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
+			r := &runner{g: g, o: o, name: inv.name, argv: inv.argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
 				waitGiven: cmd.Flags().Changed("wait")}
 			return r.run()
 		},
 	}
 	o.add(cmd)
+	// COMMAND's flags are its own: tenure's stop at NAME.
+	cmd.Flags().SetInterspersed(false)
 	return cmd
 }
 
