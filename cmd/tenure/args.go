@@ -18,14 +18,16 @@ type invocation struct {
 // has been answered.
 var errHelpShown = &exitErr{code: 0}
 
-// commandRule is how run and elect read what follows NAME, for their
-// --help.
-const commandRule = `tenure's flags go before NAME; what follows NAME is COMMAND and its arguments,
-with or without "--" between them: "tenure run --ttl 5s NAME ls -l" runs "ls -l",
-and so does "tenure run --ttl 5s NAME -- ls -l". Flags after NAME are COMMAND's,
+// commandRule is how run and elect (cmd) read what follows NAME, for
+// their --help.
+func commandRule(cmd string) string {
+	return strings.NewReplacer("CMD", cmd).Replace(`tenure's flags go before NAME; what follows NAME is COMMAND and its arguments,
+with or without "--" between them: "tenure CMD --ttl 5s NAME ls -l" runs "ls -l",
+and so does "tenure CMD --ttl 5s NAME -- ls -l". Flags after NAME are COMMAND's,
 except in the form earlier releases took, tenure's flags after NAME and then
-"--" and COMMAND ("tenure run NAME --ttl 5s -- ls -l"): when the first word
-after NAME starts with "-", the words up to "--" are tenure's flags.`
+"--" and COMMAND ("tenure CMD NAME --ttl 5s -- ls -l"): when the first word
+after NAME starts with "-", the words up to "--" are tenure's flags.`)
+}
 
 // parseInvocation reads "NAME [--] [COMMAND [ARGS...]]". The flags of run
 // and elect stop at NAME (SetInterspersed(false)), so that COMMAND's flags

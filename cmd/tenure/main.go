@@ -1,7 +1,9 @@
 // Command tenure runs commands under tenure leases and inspects them.
 //
-//	tenure run NAME -- CMD ARGS...      run CMD while holding a lease on NAME
-//	tenure elect NAME -- CMD ARGS...    run CMD only while this process leads NAME
+//	tenure run NAME [--] CMD ARGS...    run CMD while holding a lease on NAME
+//	tenure run NAME                     hold NAME until a signal or the end of stdin
+//	tenure elect NAME [--] CMD ARGS...  run CMD only while this process leads NAME
+//	tenure elect NAME                   lead NAME until a signal or the end of stdin
 //	tenure elect --observe NAME         print every change of leader of NAME
 //	tenure status NAME                  who holds NAME, for how long, under which fence
 //	tenure status --watch NAME...       print every change of holder of the NAMEs
@@ -69,60 +71,6 @@ const (
 	exitNoCmd   = 127 // the command was not found
 	// A command killed by signal N, or a wait interrupted by it: 128+N.
 )
-
-// operatorExitStatuses is the exit status table of status, list and
-// release.
-const operatorExitStatuses = `Exit status:
-  0                     done (whether NAME is held or not)
-  2                     usage error: bad flags or arguments
-  69                    Redis unreachable or failing
-  78                    Redis refused the user (NOPERM, a script's command refused,
-                        WRONGPASS, NOAUTH) or a TLS certificate; the message
-                        names what was refused
-  1                     any other error`
-
-// exitStatuses is the exit status table of tenure and of "run". "elect"
-// has no --wait, so its table (electExitStatuses) lacks status 75.
-const exitStatuses = exitStatusesHead + exitStatusWait + exitStatusesTail
-
-const electExitStatuses = exitStatusesHead + exitStatusesTail
-
-const exitStatusesHead = `Exit status:
-  the command's own     when it exits by itself (128+N when killed by signal N)
-  0                     run NAME without COMMAND (a hold): ended by a signal or
-                        the end of stdin, and released
-  2                     usage error: bad flags or arguments (a --grace too long
-                        for --ttl among them)
-  69                    Redis unreachable or failing
-`
-
-const exitStatusWait = `  75 (--held-exit)      --wait ran out while another holder held NAME, or the
-                        one attempt of --wait 0 found it held
-  76                    -n N: NAME's permits are held under another N (the message
-                        says both); --resize changes it
-`
-
-const exitStatusesTail = `  77 (--lost-exit)      the lease (or leadership) was lost while the command ran,
-                        or no renewal was confirmed by --grace before its local
-                        deadline: the command's process group got SIGTERM, then
-                        SIGKILL just before that deadline; or the command exited
-                        but the lease was then found taken over; for a hold,
-                        the lease was lost while held, or no renewal was
-                        confirmed by min(TTL/10, 200ms) before its deadline;
-                        either way tenure exits before that deadline
-  78                    Redis refused the user: a command, key or channel not
-                        allowed (NOPERM, or a command one of tenure's scripts
-                        called), a wrong or missing password (WRONGPASS,
-                        NOAUTH), or a certificate refused in the TLS handshake;
-                        the message names what was refused
-  126, 127              the command could not be executed, or was not found
-  128+N                 tenure got signal N while it waited for the lease
-  1                     any other error
-
-A command's own status passes through as is, so a command that exits 75 or 77
-itself looks like tenure's "held" or "lost": where the caller must tell them
-apart, give --held-exit and --lost-exit statuses the command never uses (say
---held-exit 200 --lost-exit 201). They take 1 to 255 and must differ.`
 
 // exitErr carries an exit status and the one line to print.
 type exitErr struct {
@@ -241,7 +189,7 @@ authorities to trust for the server's certificate (default: the system's), and
 certificate and its key, for a server that asks for one. docs/security.md
 lists the commands, keys and channels a tenure user needs.
 
-` + exitStatuses,
+` + runExitStatuses,
 		// cobra prints it for --version, with the template below.
 		Version:       versionText(),
 		SilenceErrors: true,

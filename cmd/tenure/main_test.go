@@ -129,6 +129,8 @@ func TestExitStatuses(t *testing.T) {
 		{"flags after NAME, then --", []string{"run", "s1", "--ttl", "5s", "--", "sh", "-c", "exit 6"}, 6, ""},
 		{"flags after NAME, no --", []string{"run", "s1", "--ttl", "5s", "true"}, exitUsage, `"true" after NAME and flags`},
 		{"a bad flag after NAME", []string{"run", "s1", "--nope", "--", "true"}, exitUsage, "unknown flag: --nope"},
+		{"elect, no dash", []string{"elect", "--ttl", "5s", "s1", "sh", "-c", "exit 4"}, 4, ""},
+		{"elect, flags after NAME, then --", []string{"elect", "s1", "--ttl", "5s", "--", "sh", "-c", "exit 3"}, 3, ""},
 		{"bad flag", []string{"run", "--nope", "s1", "--", "true"}, exitUsage, "unknown flag"},
 		{"bad duration", []string{"run", "--wait", "soon", "s1", "--", "true"}, exitUsage, `"soon" is neither a duration nor "forever"`},
 		{"wait never", []string{"run", "--wait", "never", "s1", "--", "true"}, exitUsage,
