@@ -50,17 +50,13 @@ of its nodes (rediss-cluster:// for TLS)`
 // password.
 func addConnFlags(cmd *cobra.Command, f *connFlags) {
 	fl := cmd.PersistentFlags()
-	fl.StringArrayVar(&f.redis, "redis", nil, "where Redis is: "+strings.ReplaceAll(redisForms, "\n", " ")+"; "+
-		"default $REDIS_URL, else "+defaultRedis+". Given several times: quorum mode, one independent primary each "+
-		"(lease.NewQuorum; an odd number, at least 3). A password here is visible to other users of the machine (ps, /proc): "+
-		"give it by $REDIS_URL, --redis-password-file or $"+envPassword+" instead")
-	fl.StringVar(&f.passwordFile, "redis-password-file", "", "read the Redis password from FILE (its first line); "+
-		"the user, if any, comes from the URL (redis://USER@host:port)")
-	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the authorities that sign the servers' certificates, for a rediss URL "+
-		"(default $"+envTLSCA+", else the system's)")
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of a client certificate, for servers that ask for one (mutual TLS; "+
-		"default $"+envTLSCert+"); needs --tls-key")
-	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM file of the client certificate's private key (default $"+envTLSKey+")")
+	fl.StringArrayVar(&f.redis, "redis", nil, "where Redis is: a redis://, redis-sentinel:// or redis-cluster:// URL, or host:port "+
+		"(tenure help redis; default $REDIS_URL, else "+defaultRedis+"); a password here is visible to every user of the machine")
+	fl.StringVar(&f.passwordFile, "redis-password-file", "", "read the Redis password from FILE's first line "+
+		"(the user from the URL: redis://USER@host:port)")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the authorities to trust, for rediss URLs (default $"+envTLSCA+", else the system's)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of a client certificate (default $"+envTLSCert+"); needs --tls-key")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM file of its private key (default $"+envTLSKey+")")
 }
 
 // orEnv is v, or the environment variable env when v is empty.

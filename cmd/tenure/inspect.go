@@ -303,7 +303,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 	o := statusOptions{interval: durationFlag(time.Second)}
 	cmd := &cobra.Command{
 		Use:   "status [flags] NAME\n  tenure status --check [-n N] NAME\n  tenure status --watch [flags] NAME...",
-		Short: "Show who holds NAME: kind, TTL left, fence, reentrant counts, permits, leader",
+		Short: "Show who holds NAME: kind, TTL left, fence, holders, leader",
 		Long:  statusLong,
 		Example: `  tenure status nightly-report
   tenure status --json scheduler | jq -r .leader.identity

@@ -32,8 +32,8 @@
 // status 78 means that Redis refused the user (permissions, password, or a
 // TLS certificate). -v logs what the lease does to stderr (-vv every
 // renewal too). Durations take a unit ("30s", "1m", "500ms"). Run "tenure
-// help" or "tenure CMD --help" for every flag, and "tenure run --help" for
-// the exit statuses.
+// help" or "tenure CMD --help" for every flag, "tenure help redis" for the
+// forms of --redis, and "tenure help exit-status" for the exit statuses.
 package main
 
 import (
@@ -150,46 +150,10 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}, stderr: &redactor{w: stderr}}
 	root := &cobra.Command{
-		Use:   "tenure",
-		Short: "Run commands under auto-renewing leases on Redis, and inspect them",
-		Long: `tenure runs commands under auto-renewing leases on Redis, elects one leader among
-several processes, and shows and releases the leases that are held.
-
-Redis comes from --redis or $REDIS_URL; the default is redis://127.0.0.1:6379.
-Every duration takes a unit: "30s", "1m", "500ms". --redis takes
-` + redisForms + `.
-
-A Sentinel URL's user and password authenticate to the data nodes; the
-sentinels themselves are reached without a password. Over a Cluster, "list"
-scans every primary.
-
-Quorum mode: --redis given several times (at least 3, an odd number) names
-independent primaries, and a lease is held when a majority of them hold it
-(lease.NewQuorum, the Redlock algorithm). "status" and "list" read every node and
-show the majority's view (a name is held when a majority holds the same lease;
-its fence is the largest among them, its TTL the shortest), and status shows
-each node's own view too; "release --force" deletes on every node and succeeds
-when a majority answered; "elect" and "run -n" are refused (quorum mode has no
-leader record and no semaphore). $REDIS_URL names one deployment only.
-
-The password comes from the URL (redis://USER:PASSWORD@host:port), from
---redis-password-file FILE, or from $TENURE_REDIS_PASSWORD, with the user, if
-any, in the URL (redis://USER@host:port); two of them at once is a usage error,
-and so is a user with no password (a user with nopass takes any). The file and
-the variable serve every --redis without a password of its own.
-A password in --redis is visible to every user of the machine (ps, /proc):
-prefer $REDIS_URL, the file, or the variable. tenure never prints it: its
-errors and -v logs hide the user information of every URL. The commands tenure
-runs do not get $TENURE_REDIS_PASSWORD.
-
-Over TLS (a rediss URL: rediss://, rediss-sentinel://, rediss-cluster://;
-the files serve each of them), --tls-ca (or $TENURE_TLS_CA) is a PEM file of the
-authorities to trust for the server's certificate (default: the system's), and
---tls-cert and --tls-key ($TENURE_TLS_CERT, $TENURE_TLS_KEY) a client
-certificate and its key, for a server that asks for one. docs/security.md
-lists the commands, keys and channels a tenure user needs.
-
-` + runExitStatuses,
+		Use:     "tenure",
+		Short:   "Run commands under auto-renewing leases on Redis, and inspect them",
+		Long:    rootLong,
+		Example: rootExample,
 		// cobra prints it for --version, with the template below.
 		Version:       versionText(),
 		SilenceErrors: true,
@@ -199,19 +163,21 @@ lists the commands, keys and channels a tenure user needs.
 		},
 	}
 	root.SetVersionTemplate(`{{.Version}}`)
+	root.SetHelpTemplate(helpTemplate)
 	root.SetOut(stdout)
 	root.SetErr(g.stderr)
 	addConnFlags(root, &g.conn)
-	root.PersistentFlags().StringVar(&g.prefix, "prefix", lease.DefaultKeyPrefix, "prefix of every key, as lease.WithKeyPrefix")
-	root.PersistentFlags().CountVarP(&g.verbose, "verbose", "v", "run, elect: log to stderr what the lease does: -v its acquisition, failed renewals, release and loss; "+
-		"-vv also every renewal")
+	root.PersistentFlags().StringVar(&g.prefix, "prefix", lease.DefaultKeyPrefix, "prefix of every key (lease.WithKeyPrefix)")
+	root.PersistentFlags().CountVarP(&g.verbose, "verbose", "v", "run, elect: log to stderr the acquisition, failed renewals, release "+
+		"and loss (-vv: every renewal too)")
 	// Declared here so that -v stays --verbose's and the usage line says
 	// what it does; cobra prints the version when it is set.
-	root.Flags().Bool("version", false, "print tenure's version, the commit it was built from, and its Go version")
+	root.Flags().Bool("version", false, "print the version, the commit and Go")
 	// "tenure completion bash|zsh|fish|powershell" writes a completion
 	// script; NAME arguments complete from the held names (complete.go).
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g), newVersionCmd())
+	root.AddCommand(helpTopics()...)
 	return root, g
 }
 

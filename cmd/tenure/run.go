@@ -349,7 +349,7 @@ func newRunCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use: "run [flags] NAME [--] COMMAND [ARGS...]\n  tenure run -n N [flags] NAME [--] COMMAND [ARGS...]\n" +
 			"  tenure run --shared [flags] NAME [--] COMMAND [ARGS...]\n  tenure run [flags] NAME",
-		Short: "Run a command while holding a lease on NAME (or a permit, or a read lock), or hold NAME alone",
+		Short: "Run a command while holding NAME (a lease, a permit, a read lock), or hold it alone",
 		Long:  runLong + commandRule("run") + "\n\n" + runExitStatuses,
 		Example: `  # one nightly report at a time, across every host that runs this
   tenure run nightly-report ./report.sh --since yesterday

@@ -62,7 +62,7 @@ func versionText() string {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print tenure's version, the commit it was built from, and its Go version",
+		Short: "Print tenure's version, the commit it was built from, and Go's",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprint(cmd.OutOrStdout(), versionText())
