@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -155,11 +156,27 @@ func (p permit) text() string {
 	return fmt.Sprintf("fence %d, ttl %v, holder %s%s", p.Fence, time.Duration(p.TTLms)*time.Millisecond, who, md)
 }
 
+// readLockN is the N stored with a read-write lock's readers (package
+// rwlock's number of reader permits, 1<<30: no limit in practice). status
+// shows it as "unlimited"; --json keeps the number.
+const readLockN = 1 << 30
+
+// nText is N as status shows it.
+func (h holding) nText() string {
+	if h.N == readLockN {
+		return "unlimited (a read lock's readers)"
+	}
+	return strconv.Itoa(h.N)
+}
+
 // heldText says how many permits are held and, with status -n, how many
 // are free.
 func (h holding) heldText() string {
 	if h.Free != nil {
 		return fmt.Sprintf("%d held, %d of -n %d free", h.Held, *h.Free, h.Limit)
+	}
+	if h.N == readLockN {
+		return fmt.Sprintf("%d held of no limit (a read lock's readers)", h.Held)
 	}
 	if h.N > 0 {
 		return fmt.Sprintf("%d held of n=%d", h.Held, h.N)
@@ -270,6 +287,12 @@ name's fencing token, a reentrant lock's owners and counts, the waiters in its
 fair queue ("waiting"), and the elected leader when the holder is one. A lease's
 token is never shown. The exit status is 0 whether NAME is held or free.
 
+"waiting" counts what waits in the name's fair queue: every "tenure run" that
+waits for NAME, exclusive or -n N, and the library's fair waiters
+(lease.WithFair). Shared runs (--shared) waiting behind a writer do not queue
+(readers never do), nor do the library's barging waiters (its default): the
+server knows nothing of them, and they are not counted.
+
 With --check, status prints nothing and answers by its exit status alone, for
 scripts ("if tenure status --check NAME; then ..."): 0 when NAME is held (by
 anything: a lease, a lock, permits, a leader), 1 when it is free; with -n N, 0
@@ -284,8 +307,9 @@ apart; a read-write lock's writer shows as a lease. Each live permit is shown
 with its fence, the TTL it has left (its expiry less the server's TIME) and its
 holder identity; a permit taken without one shows as "no holder identity" (or
 "?" in list). While permits are held, the semaphore's N (the first holder's, or
-the latest --resize) is stored with them and shown as "n"; status says how many
-are held, and with -n N also how many of N are free.
+the latest --resize) is stored with them and shown as "n" ("unlimited" for a
+read lock's readers; --json gives the number stored, 1073741824); status says
+how many are held, and with -n N also how many of N are free.
 
 With --watch, tenure prints the holder of each NAME at once, then one line for
 every change of holder (a new fence, a lock's owners, a leader record, free),
@@ -408,7 +432,7 @@ func printStatus(out io.Writer, h holding, prefix string) error {
 	if h.Kind == "permits" {
 		fmt.Fprintf(tw, "permits\t%s\n", h.heldText())
 		if h.N > 0 {
-			fmt.Fprintf(tw, "n\t%d\n", h.N)
+			fmt.Fprintf(tw, "n\t%s\n", h.nText())
 		}
 		for _, p := range h.Permits {
 			fmt.Fprintf(tw, "permit\t%s\n", p.text())

@@ -273,7 +273,9 @@ N fails at once with status 76, naming both, rather than letting more commands
 in than either meant; once no permit is held, the next run sets N anew. With
 --resize the run's N replaces the stored one instead: a larger N lets more in
 at once; a smaller one stops nothing that runs, and no run starts until fewer
-than the new N are held. A permit is a lease in every other respect:
+than the new N are held. Runs that wait take the permits in the order they
+asked (the name's fair queue, where status counts them as waiting). A permit
+is a lease in every other respect:
 everything below (renewals, the stop before its local deadline, the loss,
 --holder, the exit statuses) holds for it as for a lease, and TENURE_FENCE is
 the permit's fence. A lease and permits of one NAME exclude each other.
@@ -542,10 +544,15 @@ func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quo
 		sem := semaphore.New(m)
 		return acquirer{
 			take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
+				o := append(opts[:len(opts):len(opts)], semaphore.WithResize(resize))
 				if wait {
-					return sem.Acquire(ctx, name, permits, append(opts, semaphore.WithResize(resize))...)
+					// A waiting run takes its turn in the name's fair
+					// queue: the runs get in in the order they asked,
+					// and status counts them as waiting, which barging
+					// waiters (unknown to the server) it could not.
+					return sem.Acquire(ctx, name, permits, append(o, lease.WithFair(true))...)
 				}
-				return sem.TryAcquire(ctx, name, permits, append(opts, semaphore.WithResize(resize))...)
+				return sem.TryAcquire(ctx, name, permits, o...)
 			},
 			kind:      "permit",
 			held:      fmt.Sprintf("the permit of %q", name),
