@@ -145,9 +145,10 @@ type elector struct {
 
 	// ctx ends with a signal while no command runs (the campaign, a
 	// term without a command); sigs routes the signals.
-	ctx  context.Context
-	sigs *sigRouter
-	w    *leaseWatch
+	ctx    context.Context
+	sigs   *sigRouter
+	w      *leaseWatch
+	client *conns
 }
 
 func (e *elector) run() error {
@@ -162,6 +163,7 @@ func (e *elector) run() error {
 		return err
 	}
 	defer client.Close()
+	e.client = client
 	e.w = newLeaseWatch(e.g.log, time.Duration(e.f.ttl))
 	e.w.probe = client.ping
 	if client.quorum() {
@@ -226,6 +228,9 @@ func (e *elector) lead(lctx context.Context) error {
 	if !ok {
 		return fail(exitError, "leading %q: the leading context carries no lease", e.name)
 	}
+	// release --force is noticed at once; the listening ends before the
+	// election releases the lease, when this returns.
+	defer watchReleases(e.client, e.g.prefix, l, time.Duration(e.f.ttl), e.g.log)()
 	code, _, err := e.term(lctx, l, rec.Fence)
 	if err != nil {
 		return err
@@ -298,7 +303,9 @@ func (e *elector) runQuorum(client *conns) error {
 		}
 		return e.g.redisFailure(fmt.Sprintf("campaigning for %q", e.name), err)
 	}
+	unwatch := watchReleases(client, e.g.prefix, l, time.Duration(e.f.ttl), e.g.log)
 	code, lost, err := e.term(l.Context(), l, l.Fence())
+	unwatch()
 	if lost {
 		releaseLost(l, e.w, e.releaseTimeout, e.name, e.stderr)
 		return err

@@ -558,9 +558,12 @@ func newReleaseCmd(g *globals) *cobra.Command {
 		Long: `Delete the lease, reentrant lock or permits (a semaphore's, or a read-write
 lock's readers: every permit at once) on NAME, whoever holds them, and publish
 on the name's release channel so that waiters take it at once. It prints what
-it removed. Each holder learns of the loss at its next renewal and stops (a
-"tenure run" holder stops its command and exits 77). The fencing counter is
-kept, so the next holder's fence is still larger than every earlier one.
+it removed. A "tenure run" or "tenure elect" holder listens on that channel
+while it holds NAME and checks its lease at once (an early renewal): it stops
+its command, or its hold, and exits 77 within a round trip. A program that
+holds NAME through the library learns of the loss at its next renewal (every
+TTL/3), and stops. The fencing counter is kept, so the next holder's fence is
+still larger than every earlier one.
 
 --force is required: this breaks the holder's mutual exclusion on purpose.
 

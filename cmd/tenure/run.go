@@ -523,6 +523,8 @@ type runner struct {
 	how  acquirer
 	// whoHolds says who holds NAME, from one read of its keys.
 	whoHolds func(ctx context.Context) string
+	// unwatch stops watchReleases, once NAME is acquired.
+	unwatch func()
 }
 
 // acquirer is how a run takes NAME: the write lock (the plain lease), a
@@ -652,6 +654,10 @@ func (r *runner) run() error {
 	if err != nil {
 		return err
 	}
+	// release --force is noticed at once, not at the next renewal; the
+	// listening ends before tenure's own release.
+	r.unwatch = watchReleases(client, r.g.prefix, l, ttl, r.g.log)
+	defer r.unwatch()
 	if len(r.argv) == 0 {
 		return r.hold(ctx, l)
 	}
@@ -723,6 +729,7 @@ func (r *runner) acquire(ctx, wctx context.Context) (*lease.Lease, error) {
 
 // release releases l, and says so when Redis did not answer in time.
 func (r *runner) release(l *lease.Lease) error {
+	r.unwatch()
 	rerr := release(l, r.releaseTimeout)
 	if !r.w.releaseAnswered() {
 		reportUnanswered(r.stderr, r.name, releaseWithin(r.releaseTimeout), time.Duration(r.o.f.ttl))
@@ -733,6 +740,7 @@ func (r *runner) release(l *lease.Lease) error {
 // releaseLost releases l after a loss, or after a stop for want of a
 // renewal (r.releaseLost's function).
 func (r *runner) releaseLost(l *lease.Lease) {
+	r.unwatch()
 	releaseLost(l, r.w, r.releaseTimeout, r.name, r.stderr)
 }
 
