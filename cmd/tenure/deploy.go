@@ -270,16 +270,7 @@ func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error
 			cs.Close()
 			return nil, g.redisFailure(cs.nodes[i].where, err)
 		default:
-			msg := fmt.Sprintf("%s: %v", cs.nodes[i].where, err)
-			if defaulted && errors.Is(err, syscall.ECONNREFUSED) {
-				msg += "; no --redis and no REDIS_URL were given, so tenure tried the default, " + defaultRedis +
-					": set --redis or REDIS_URL to your Redis"
-			}
-			if targets[i].tls == nil && closedAtOnce(err) {
-				msg += " (the server closed the connection at once: if it speaks TLS only, use a rediss URL: " +
-					"rediss://, rediss-sentinel:// or rediss-cluster://)"
-			}
-			failed = append(failed, msg)
+			failed = append(failed, unreachable(cs.nodes[i].where, err, targets[i], defaulted))
 		}
 	}
 	if answered < cs.majority() {
@@ -294,6 +285,22 @@ func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error
 		fmt.Fprintf(g.stderr, "tenure: %s; going on with the %d of %d nodes that answered\n", f, answered, len(cs.nodes))
 	}
 	return cs, nil
+}
+
+// unreachable says that the target t, named where, did not answer (err),
+// with a hint when the default address was tried or the server closed
+// the connection at once.
+func unreachable(where string, err error, t *target, defaulted bool) string {
+	msg := fmt.Sprintf("%s: %v", where, err)
+	if defaulted && errors.Is(err, syscall.ECONNREFUSED) {
+		msg += "; no --redis and no REDIS_URL were given, so tenure tried the default, " + defaultRedis +
+			": set --redis or REDIS_URL to your Redis"
+	}
+	if t.tls == nil && closedAtOnce(err) {
+		msg += " (the server closed the connection at once: if it speaks TLS only, use a rediss URL: " +
+			"rediss://, rediss-sentinel:// or rediss-cluster://)"
+	}
+	return msg
 }
 
 // closedAtOnce reports whether err is a server closing a connection it

@@ -543,26 +543,7 @@ type acquirer struct {
 func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quorum bool, opts []lease.AcquireOption) acquirer {
 	switch {
 	case permits > 0:
-		sem := semaphore.New(m)
-		return acquirer{
-			take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
-				o := append(opts[:len(opts):len(opts)], semaphore.WithResize(resize))
-				if wait {
-					// A waiting run takes its turn in the name's fair
-					// queue: the runs get in in the order they asked,
-					// and status counts them as waiting, which barging
-					// waiters (unknown to the server) it could not.
-					return sem.Acquire(ctx, name, permits, append(o, lease.WithFair(true))...)
-				}
-				return sem.TryAcquire(ctx, name, permits, o...)
-			},
-			kind:      "permit",
-			held:      fmt.Sprintf("the permit of %q", name),
-			acquiring: fmt.Sprintf("acquiring a permit of %q (-n %d)", name, permits),
-			busy: func(string) string {
-				return fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
-			},
-		}
+		return permitAcquirer(m, name, permits, resize, opts)
 	case shared:
 		rw := rwlock.New(m)
 		return acquirer{
@@ -602,6 +583,30 @@ func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quo
 		held:      fmt.Sprintf("the lease on %q", name),
 		acquiring: fmt.Sprintf("acquiring %q", name),
 		busy:      func(who string) string { return fmt.Sprintf("%q is held by %s", name, who) },
+	}
+}
+
+// permitAcquirer takes one of the permits of the semaphore name (-n).
+func permitAcquirer(m *lease.Manager, name string, permits int, resize bool, opts []lease.AcquireOption) acquirer {
+	sem := semaphore.New(m)
+	return acquirer{
+		take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
+			o := append(opts[:len(opts):len(opts)], semaphore.WithResize(resize))
+			if wait {
+				// A waiting run takes its turn in the name's fair queue:
+				// the runs get in in the order they asked, and status
+				// counts them as waiting, which barging waiters (unknown
+				// to the server) it could not.
+				return sem.Acquire(ctx, name, permits, append(o, lease.WithFair(true))...)
+			}
+			return sem.TryAcquire(ctx, name, permits, o...)
+		},
+		kind:      "permit",
+		held:      fmt.Sprintf("the permit of %q", name),
+		acquiring: fmt.Sprintf("acquiring a permit of %q (-n %d)", name, permits),
+		busy: func(string) string {
+			return fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
+		},
 	}
 }
 
@@ -661,6 +666,11 @@ func (r *runner) run() error {
 	if len(r.argv) == 0 {
 		return r.hold(ctx, l)
 	}
+	return r.runCommand(l)
+}
+
+// runCommand runs argv under l, releases l, and returns tenure's exit.
+func (r *runner) runCommand(l *lease.Lease) error {
 	env := append(childEnv(), "TENURE_NAME="+r.name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
 	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", r.how.held, r.w.why(l, cause)) }
 	h := hold{l.Context(), l.Deadline, r.w.renewals(), describe, r.w.renewErrorOf(l)}
