@@ -50,17 +50,13 @@ of its nodes (rediss-cluster:// for TLS)`
 // password.
 func addConnFlags(cmd *cobra.Command, f *connFlags) {
 	fl := cmd.PersistentFlags()
-	fl.StringArrayVar(&f.redis, "redis", nil, "where Redis is: "+strings.ReplaceAll(redisForms, "\n", " ")+"; "+
-		"default $REDIS_URL, else "+defaultRedis+". Given several times: quorum mode, one independent primary each "+
-		"(lease.NewQuorum; an odd number, at least 3). A password here is visible to other users of the machine (ps, /proc): "+
-		"give it by $REDIS_URL, --redis-password-file or $"+envPassword+" instead")
-	fl.StringVar(&f.passwordFile, "redis-password-file", "", "read the Redis password from FILE (its first line); "+
-		"the user, if any, comes from the URL (redis://USER@host:port)")
-	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the authorities that sign the servers' certificates, for a rediss URL "+
-		"(default $"+envTLSCA+", else the system's)")
-	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of a client certificate, for servers that ask for one (mutual TLS; "+
-		"default $"+envTLSCert+"); needs --tls-key")
-	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM file of the client certificate's private key (default $"+envTLSKey+")")
+	fl.StringArrayVar(&f.redis, "redis", nil, "where Redis is: a redis://, redis-sentinel:// or redis-cluster:// URL, or host:port "+
+		"(tenure help redis; default $REDIS_URL, else "+defaultRedis+"); a password here is visible to every user of the machine")
+	fl.StringVar(&f.passwordFile, "redis-password-file", "", "read the Redis password from FILE's first line "+
+		"(the user from the URL: redis://USER@host:port)")
+	fl.StringVar(&f.tlsCA, "tls-ca", "", "PEM file of the authorities to trust, for rediss URLs (default $"+envTLSCA+", else the system's)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "PEM file of a client certificate (default $"+envTLSCert+"); needs --tls-key")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "PEM file of its private key (default $"+envTLSKey+")")
 }
 
 // orEnv is v, or the environment variable env when v is empty.
@@ -284,10 +280,19 @@ var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^\s]*@`)
 // userinfoScheme is what userinfo takes for a URL's scheme.
 var userinfoScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
 
-// redact hides the user information of every URL in s, and every secret
-// (literally, for those of 4 bytes or more: shorter ones would mask words).
+// commandArgs matches the arguments that Redis quotes in an "unknown
+// command" error (a script sent to a sentinel, say), to the end of the
+// line: an acquire's arguments hold the request's token, which tenure
+// never prints, and a name may hold a quote, so that the quoted arguments
+// cannot be told apart from what follows them.
+var commandArgs = regexp.MustCompile(`(with args beginning with:)[^\n]*`)
+
+// redact hides the user information of every URL in s, the arguments of
+// a command that Redis quotes back, and every secret (literally, for
+// those of 4 bytes or more: shorter ones would mask words).
 func redact(s string, secrets []string) string {
 	s = userinfo.ReplaceAllString(s, "${1}xxxxx@")
+	s = commandArgs.ReplaceAllString(s, "${1} (not shown)")
 	for _, sec := range secrets {
 		if len(sec) >= 4 {
 			s = strings.ReplaceAll(s, sec, "xxxxx")

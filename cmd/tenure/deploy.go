@@ -256,26 +256,21 @@ func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	errs := cs.each(pctx, func(ctx context.Context, _ int, c redis.UniversalClient) error { return c.Ping(ctx).Err() })
+	errs := cs.each(pctx, func(ctx context.Context, i int, c redis.UniversalClient) error { return targets[i].reach(ctx, c) })
 	answered, failed := 0, []string{}
 	for i, err := range errs {
+		var ke *kindError
 		switch {
 		case err == nil:
 			answered++
+		case errors.As(err, &ke):
+			cs.Close()
+			return nil, fail(exitUsage, "%s", ke)
 		case refusal(err) != "":
 			cs.Close()
 			return nil, g.redisFailure(cs.nodes[i].where, err)
 		default:
-			msg := fmt.Sprintf("%s: %v", cs.nodes[i].where, err)
-			if defaulted && errors.Is(err, syscall.ECONNREFUSED) {
-				msg += "; no --redis and no REDIS_URL were given, so tenure tried the default, " + defaultRedis +
-					": set --redis or REDIS_URL to your Redis"
-			}
-			if targets[i].tls == nil && closedAtOnce(err) {
-				msg += " (the server closed the connection at once: if it speaks TLS only, use a rediss URL: " +
-					"rediss://, rediss-sentinel:// or rediss-cluster://)"
-			}
-			failed = append(failed, msg)
+			failed = append(failed, unreachable(cs.nodes[i].where, err, targets[i], defaulted))
 		}
 	}
 	if answered < cs.majority() {
@@ -290,6 +285,22 @@ func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error
 		fmt.Fprintf(g.stderr, "tenure: %s; going on with the %d of %d nodes that answered\n", f, answered, len(cs.nodes))
 	}
 	return cs, nil
+}
+
+// unreachable says that the target t, named where, did not answer (err),
+// with a hint when the default address was tried or the server closed
+// the connection at once.
+func unreachable(where string, err error, t *target, defaulted bool) string {
+	msg := fmt.Sprintf("%s: %v", where, err)
+	if defaulted && errors.Is(err, syscall.ECONNREFUSED) {
+		msg += "; no --redis and no REDIS_URL were given, so tenure tried the default, " + defaultRedis +
+			": set --redis or REDIS_URL to your Redis"
+	}
+	if t.tls == nil && closedAtOnce(err) {
+		msg += " (the server closed the connection at once: if it speaks TLS only, use a rediss URL: " +
+			"rediss://, rediss-sentinel:// or rediss-cluster://)"
+	}
+	return msg
 }
 
 // closedAtOnce reports whether err is a server closing a connection it
@@ -496,6 +507,38 @@ func (g *globals) forceRelease(ctx context.Context, cs *conns, keys []string, ch
 		}
 	}
 	return best, nil
+}
+
+// connectWaiting is connectFor that waits out a Redis that does not
+// answer, as a wait for a held name waits out a restart: while the
+// connection fails as unreachable (exit 69: not a refusal, nor a usage
+// error) it says so once on stderr (with wait, the --wait given) and tries
+// again with the backoff of retrying, until wctx, which bounds the wait,
+// ends; then the last failure stands, saying that the wait ran out.
+func (g *globals) connectWaiting(wctx context.Context, feature, wait string) (*conns, error) {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 2*time.Second, 0
+	said := false
+	for {
+		cs, err := g.connectFor(wctx, feature)
+		var xe *exitErr
+		if err == nil || !errors.As(err, &xe) || xe.code != exitRedis {
+			return cs, err
+		}
+		if !said {
+			fmt.Fprintf(g.stderr, "tenure: %s; waiting for it (--wait %s)\n", oneLine(xe.Error()), wait)
+			said = true
+		}
+		pause := b.NextBackOff()
+		g.log.Warn("Redis unreachable; trying again", "err", xe.err, "after", pause)
+		t := time.NewTimer(pause)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return nil, fail(exitRedis, "%v; still unreachable when --wait %s ran out", xe.err, wait)
+		case <-t.C:
+		}
+	}
 }
 
 // retrying is take(ctx, true) that outlives a Redis outage, as the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,4 +55,43 @@ func TestRunWaitSurvivesRestart(t *testing.T) {
 		t.Fatalf("the waiter exited %d: %s", code, stderr.String())
 	}
 	waitFile(t, ran, 1, time.Second)
+}
+
+// TestRunWaitsForRedisAtStart: with --wait given, a Redis that does not
+// answer at the start is waited for as a held name is, saying so once; a
+// run that exited 69 at once now runs its command when Redis comes back.
+// Without --wait it still exits 69 at once, and with a --wait that runs
+// out, 69 saying so.
+func TestRunWaitsForRedisAtStart(t *testing.T) {
+	s := redistest.Start(t)
+	if err := s.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"REDIS_URL=" + s.URL()}
+	code, _, stderr := result(t, on(env, "run", "down-at-start", "--", "true"))
+	if code != exitRedis || strings.Contains(stderr, "waiting for it") {
+		t.Errorf("without --wait: status %d, want %d at once: %s", code, exitRedis, stderr)
+	}
+	code, _, stderr = result(t, on(env, "run", "--wait", "300ms", "down-at-start", "--", "true"))
+	if code != exitRedis || !strings.Contains(stderr, "waiting for it (--wait 300ms)") ||
+		!strings.Contains(stderr, "still unreachable when --wait 300ms ran out") {
+		t.Errorf("--wait 300ms: status %d, want %d: %s", code, exitRedis, stderr)
+	}
+
+	ran := filepath.Join(t.TempDir(), "ran")
+	waiter := on(env, "run", "--wait", "2m", "down-at-start", "--", "sh", "-c", `echo ran >> "$1"`, "sh", ran)
+	out := &syncBuffer{}
+	waiter.Stderr = out
+	startBackground(t, waiter)
+	waitOutput(t, out, "; waiting for it (--wait 2m0s)", 60*time.Second)
+	if err := s.Restart(); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(t, waiter, 2*time.Minute); code != 0 {
+		t.Fatalf("the waiter exited %d: %s", code, out.String())
+	}
+	waitFile(t, ran, 1, time.Second)
+	if n := strings.Count(out.String(), "waiting for it"); n != 1 {
+		t.Errorf("said %d times that it waits: %s", n, out.String())
+	}
 }

@@ -90,6 +90,11 @@ func TestConnUsageErrors(t *testing.T) {
 		{"the same server twice", nil, []string{"--redis", "127.0.0.1:1", "--redis", "redis://127.0.0.1:1"}, "is given twice"},
 		{"TLS files without TLS", []string{"TENURE_TLS_CA=/nonexistent"}, []string{"--redis", "redis-cluster://127.0.0.1:1"},
 			"need a rediss URL"},
+		// The dial's "invalid port" read as Redis unreachable (69).
+		{"a port out of range", nil, []string{"--redis", "redis://127.0.0.1:99999"}, `port "99999" is not a number from 1 to 65535`},
+		{"a bare port out of range", nil, []string{"--redis", "127.0.0.1:0"}, `port "0" is not a number from 1 to 65535`},
+		{"a port out of range after a password", nil, []string{"--redis", "redis://u:secret-pw@127.0.0.1:70000"},
+			`redis URL (not shown: it has user information): port "70000"`},
 		{"a quorum observer", nil, []string{"--redis", "127.0.0.1:1", "--redis", "127.0.0.1:2", "--redis", "127.0.0.1:3"},
 			"elect --observe is not supported in quorum mode"},
 	} {
@@ -182,17 +187,20 @@ func deployRound(t *testing.T, redisArgs, env []string, tag string, quorum bool)
 }
 
 // aclSetUser gives every server the least-privilege tenure user of
-// docs/security.md, plus the extra commands.
-func aclSetUser(t *testing.T, servers []*redistest.Server, user, password string, extra ...string) {
+// docs/security.md's single-server line.
+func aclSetUser(t *testing.T, servers []*redistest.Server, user, password string) {
+	t.Helper()
+	aclSetRule(t, servers, redistest.ACLRule(user, password, "tenure:"))
+}
+
+// aclSetRule runs the ACL SETUSER line rule on every server.
+func aclSetRule(t *testing.T, servers []*redistest.Server, rule string) {
 	t.Helper()
 	for _, s := range servers {
 		c := s.NewClient()
 		var args []any
-		for _, f := range strings.Fields(redistest.ACLRule(user, password, "tenure:")) {
+		for _, f := range strings.Fields(rule) {
 			args = append(args, f)
-		}
-		for _, e := range extra {
-			args = append(args, e)
 		}
 		err := c.Do(context.Background(), args...).Err()
 		c.Close()
@@ -220,6 +228,43 @@ func TestSentinelCLI(t *testing.T) {
 		code, _, stderr := result(t, on([]string{"REDIS_URL=" + strings.Replace(url, "://", "://"+user+":wrong-pw-5678@", 1)}, "status", "x"))
 		if code != exitRefused || strings.Contains(stderr, "wrong-pw-5678") {
 			t.Errorf("a wrong password: status %d: %s", code, stderr)
+		}
+	})
+	t.Run("wrong URLs", func(t *testing.T) {
+		sentinel := g.SentinelAddrs()[0]
+		for _, tc := range []struct {
+			what, url string
+			code      int
+			msgs      []string
+		}{
+			// It failed on EVALSHA, quoting the script's arguments, a
+			// token among them.
+			{"a plain URL at a sentinel", "redis://" + sentinel, exitUsage,
+				[]string{sentinel + " is a sentinel", "use redis-sentinel://" + sentinel + "/MASTER", fmt.Sprintf("%q", g.MasterName())}},
+			// It said "all sentinels specified in configuration are
+			// unreachable: redis: nil" while they answered.
+			{"a master they do not monitor", "redis-sentinel://" + sentinel + "/no-such-master", exitUsage,
+				[]string{`monitor no master named "no-such-master"`, fmt.Sprintf("they monitor %q", g.MasterName())}},
+			// It said "context deadline exceeded", after 5 seconds.
+			{"sentinels down", "redis-sentinel://127.0.0.1:1,127.0.0.1:2/" + g.MasterName(), exitRedis,
+				[]string{"no sentinel answered: 127.0.0.1:1: ", "connection refused"}},
+			{"a sentinel URL at a server", "redis-sentinel://" + srv.Addr() + "/" + g.MasterName(), exitUsage,
+				[]string{srv.Addr() + " is a Redis server, not a sentinel: use redis://" + srv.Addr()}},
+		} {
+			t.Run(tc.what, func(t *testing.T) {
+				code, _, stderr := result(t, on(nil, "--redis", tc.url, "run", "wrong-kind", "--", "true"))
+				if code != tc.code {
+					t.Errorf("status %d, want %d: %s", code, tc.code, stderr)
+				}
+				for _, m := range tc.msgs {
+					if !strings.Contains(stderr, m) {
+						t.Errorf("stderr does not say %q: %s", m, stderr)
+					}
+				}
+				if strings.Contains(stderr, "retired") || strings.Contains(stderr, "deadline exceeded") {
+					t.Errorf("stderr: %s", stderr)
+				}
+			})
 		}
 	})
 	t.Run("failover while waiting", func(t *testing.T) {
@@ -325,11 +370,31 @@ func TestClusterCLI(t *testing.T) {
 			}
 		}
 	})
+	// A plain URL at one node worked for the names whose slots it
+	// serves, and failed with MOVED (exit 69) for the others.
+	t.Run("a plain URL at a node", func(t *testing.T) {
+		node := cl.Addrs()[0]
+		for i := range 6 {
+			code, _, stderr := result(t, on(nil, "--redis", "redis://"+node, "run", fmt.Sprintf("clu-plain-%d", i), "--", "true"))
+			want := node + " is a Cluster node: use redis-cluster://" + node
+			if code != exitUsage || !strings.Contains(stderr, want) || strings.Contains(stderr, "MOVED") {
+				t.Errorf("name %d: status %d, want %d with %q: %s", i, code, exitUsage, want, stderr)
+			}
+		}
+	})
+	t.Run("a Cluster URL at a server", func(t *testing.T) {
+		code, _, stderr := result(t, on(nil, "--redis", "redis-cluster://"+srv.Addr(), "status", "x"))
+		want := srv.Addr() + " is a single Redis server, not a Cluster node: use redis://" + srv.Addr()
+		if code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("status %d, want %d with %q: %s", code, exitUsage, want, stderr)
+		}
+	})
 	t.Run("ACL user", func(t *testing.T) {
 		const user, pw = "tenure-clu", "cluster-pw-1234"
-		// A Cluster client also reads the slot map (CLUSTER SLOTS) and
-		// the command table (COMMAND), as docs/security.md says.
-		aclSetUser(t, cl.Nodes(), user, pw, "+cluster|slots", "+command")
+		// docs/security.md's Cluster line, word for word: a Cluster
+		// client also reads the slot map and the command table. The
+		// single-server line was refused CLUSTER SLOTS.
+		aclSetRule(t, cl.Nodes(), redistest.ACLClusterRule(user, pw, "tenure:"))
 		file := filepath.Join(t.TempDir(), "pw")
 		if err := os.WriteFile(file, []byte(pw+"\n"), 0o600); err != nil {
 			t.Fatal(err)
@@ -344,6 +409,17 @@ func TestClusterCLI(t *testing.T) {
 				t.Errorf("%s: the ACL LOG has refusals:\n%s", n.Addr(), strings.Join(log, "\n"))
 			}
 		}
+		// The single-server line is not enough, as docs/security.md says.
+		const single = "tenure-clu-single"
+		aclSetUser(t, cl.Nodes(), single, pw)
+		code, _, stderr := result(t, on([]string{"TENURE_REDIS_PASSWORD=" + pw}, "--redis",
+			strings.Replace(url, "://", "://"+single+"@", 1), "status", "x"))
+		if code != exitRefused || !strings.Contains(stderr, "cluster|slots") {
+			t.Errorf("the single-server line on a Cluster: status %d, want %d naming cluster|slots: %s", code, exitRefused, stderr)
+		}
+		for _, n := range cl.Nodes() {
+			n.ResetACLLog(t)
+		}
 	})
 }
 
@@ -353,7 +429,7 @@ func TestClusterCLI(t *testing.T) {
 func TestClusterTLSCLI(t *testing.T) {
 	cl := redistest.NewClusterConfig(t, redistest.Config{TLS: &redistest.TLS{AuthClients: "yes"}}, 3, 0)
 	const user, pw = "tenure-clu-tls", "cluster-tls-pw-1234"
-	aclSetUser(t, cl.Nodes(), user, pw, "+cluster|slots", "+command")
+	aclSetRule(t, cl.Nodes(), redistest.ACLClusterRule(user, pw, "tenure:"))
 	n := cl.Nodes()[0]
 	hosts := strings.Join(cl.Addrs()[:2], ",")
 	tlsArgs := []string{"--tls-ca", n.TLSFile("ca.crt"), "--tls-cert", n.TLSFile("client.crt"), "--tls-key", n.TLSFile("client.key")}

@@ -136,6 +136,9 @@ func TestRedact(t *testing.T) {
 		{`two: redis://a:b@h and unix://c:d@/tmp/s`, `two: redis://xxxxx@h and unix://xxxxx@/tmp/s`},
 		{`no user: redis://h:1/0`, `no user: redis://h:1/0`},
 		{`a secret: hunter22, again hunter22`, `a secret: xxxxx, again xxxxx`},
+		// Redis quotes a command's arguments, an acquire's token among them.
+		{`x: ERR unknown command 'evalsha', with args beginning with: 'b2c7' '5' 'tenure:{x}:retired:8372cb9b'` + "\nnext",
+			`x: ERR unknown command 'evalsha', with args beginning with: (not shown)` + "\nnext"},
 	} {
 		if got := redact(tc.in, []string{"hunter22", "abc"}); got != tc.want {
 			t.Errorf("redact(%q) = %q, want %q", tc.in, got, tc.want)

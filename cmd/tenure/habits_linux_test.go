@@ -348,3 +348,55 @@ func TestReleaseForceNamesHolder(t *testing.T) {
 	p.stdin.Close()
 	exitOf(t, p.cmd, 30*time.Second)
 }
+
+// TestElectWithoutCommand: "tenure elect NAME" (refused before, as it is
+// not by etcdctl elect) leads without a command: it prints the term it
+// leads, holds the leadership while another candidate waits, and resigns,
+// exiting 0, when its stdin closes, and the other leads then; a signal
+// ends it likewise; a lost lease is 77, saying why. A command may follow
+// NAME without "--".
+func TestElectWithoutCommand(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "led")
+	h := startHold(t, tenure("elect", "--identity", "alone-1", "elect-alone"))
+	if h.line.Name != "elect-alone" || h.line.Kind != "leadership" || h.line.Fence <= 0 || h.line.Holder != "alone-1" {
+		t.Fatalf("the leader's line: %+v", h.line)
+	}
+	code, out, _ := result(t, tenure("status", "elect-alone"))
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("leader   alone-1 (term %d)", h.line.Fence)) {
+		t.Errorf("status while it leads: %d\n%s", code, out)
+	}
+	second := tenure("elect", "--identity", "alone-2", "elect-alone", "sh", "-c", `echo "$TENURE_IDENTITY" > "$1"`, "sh", marker)
+	stderr := &syncBuffer{}
+	second.Stderr = stderr
+	startBackground(t, second)
+	waitOutput(t, stderr, `"elect-alone" is led by alone-1`, 30*time.Second)
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the second candidate led while the first did")
+	}
+	h.stdin.Close()
+	if code := exitOf(t, h.cmd, 30*time.Second); code != 0 {
+		t.Errorf("the leader exited %d after its stdin closed, want 0; stderr: %s", code, h.stderr.String())
+	}
+	if code := exitOf(t, second, 30*time.Second); code != 0 {
+		t.Errorf("the second candidate exited %d, want 0; stderr: %s", code, stderr.String())
+	}
+	waitFile(t, marker, 1, time.Second)
+
+	s := startHold(t, tenure("elect", "elect-alone-sig"))
+	_ = s.cmd.Process.Signal(syscall.SIGTERM)
+	if code := exitOf(t, s.cmd, 30*time.Second); code != 0 {
+		t.Errorf("after SIGTERM: status %d, want 0; stderr: %s", code, s.stderr.String())
+	}
+	if n, _ := client(t).Exists(context.Background(), "tenure:{elect-alone-sig}").Result(); n != 0 {
+		t.Error("the leader left its lease after SIGTERM")
+	}
+
+	l := startHold(t, tenure("elect", "--ttl", "1s", "elect-alone-lost"))
+	if err := client(t).Del(context.Background(), "tenure:{elect-alone-lost}").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if code := exitOf(t, l.cmd, 30*time.Second); code != exitLost ||
+		!strings.Contains(l.stderr.String(), fmt.Sprintf(`leadership of "elect-alone-lost" (term %d) was lost while held: `, l.line.Fence)) {
+		t.Errorf("a lost leadership: status %d, want %d; stderr: %s", code, exitLost, l.stderr.String())
+	}
+}

@@ -34,27 +34,38 @@ type acquiredLine struct {
 func (r *runner) hold(ctx context.Context, l *lease.Lease) error {
 	line, _ := json.Marshal(acquiredLine{Name: r.name, Kind: r.how.kind, Fence: l.Fence(), Holder: r.o.holder})
 	fmt.Fprintf(r.stdout, "%s\n", line)
+	if cause := holdUntil(ctx, l, r.w.renewals(), killMargin(time.Duration(r.o.f.ttl))); cause != nil {
+		return r.holdLost(l, cause)
+	}
+	return r.afterRelease(l, r.release(l), "as the hold ended", "as the hold ended", "during the hold", nil)
+}
+
+// holdUntil holds l until ctx ends (a signal) or stdin reaches its end,
+// and returns nil; or until l ends (lost), or is about to for want of a
+// renewal: no renewal (renewed pokes after each) has moved its local
+// deadline by margin before it. It then returns the cause: the lease
+// context's, or errNearDeadline.
+func holdUntil(ctx context.Context, l *lease.Lease, renewed <-chan struct{}, margin time.Duration) error {
 	stdin := stdinClosed(os.Stdin)
-	margin := killMargin(time.Duration(r.o.f.ttl))
 	timer := time.NewTimer(time.Until(l.Deadline().Add(-margin)))
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			return nil
 		case <-stdin:
+			return nil
 		case <-l.Done():
-			return r.holdLost(l, context.Cause(l.Context()))
-		case <-r.w.renewals():
+			return context.Cause(l.Context())
+		case <-renewed:
 			timer.Reset(time.Until(l.Deadline().Add(-margin)))
-			continue
 		case <-timer.C:
 			if left := time.Until(l.Deadline().Add(-margin)); left > 0 {
 				timer.Reset(left) // a renewal moved the deadline
 				continue
 			}
-			return r.holdLost(l, errNearDeadline)
+			return errNearDeadline
 		}
-		return r.afterRelease(l, r.release(l), "as the hold ended", "as the hold ended", "during the hold", nil)
 	}
 }
 

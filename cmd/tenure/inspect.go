@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -155,11 +156,27 @@ func (p permit) text() string {
 	return fmt.Sprintf("fence %d, ttl %v, holder %s%s", p.Fence, time.Duration(p.TTLms)*time.Millisecond, who, md)
 }
 
+// readLockN is the N stored with a read-write lock's readers (package
+// rwlock's number of reader permits, 1<<30: no limit in practice). status
+// shows it as "unlimited"; --json keeps the number.
+const readLockN = 1 << 30
+
+// nText is N as status shows it.
+func (h holding) nText() string {
+	if h.N == readLockN {
+		return "unlimited (a read lock's readers)"
+	}
+	return strconv.Itoa(h.N)
+}
+
 // heldText says how many permits are held and, with status -n, how many
 // are free.
 func (h holding) heldText() string {
 	if h.Free != nil {
 		return fmt.Sprintf("%d held, %d of -n %d free", h.Held, *h.Free, h.Limit)
+	}
+	if h.N == readLockN {
+		return fmt.Sprintf("%d held of no limit (a read lock's readers)", h.Held)
 	}
 	if h.N > 0 {
 		return fmt.Sprintf("%d held of n=%d", h.Held, h.N)
@@ -270,6 +287,12 @@ name's fencing token, a reentrant lock's owners and counts, the waiters in its
 fair queue ("waiting"), and the elected leader when the holder is one. A lease's
 token is never shown. The exit status is 0 whether NAME is held or free.
 
+"waiting" counts what waits in the name's fair queue: every "tenure run" that
+waits for NAME, exclusive or -n N, and the library's fair waiters
+(lease.WithFair). Shared runs (--shared) waiting behind a writer do not queue
+(readers never do), nor do the library's barging waiters (its default): the
+server knows nothing of them, and they are not counted.
+
 With --check, status prints nothing and answers by its exit status alone, for
 scripts ("if tenure status --check NAME; then ..."): 0 when NAME is held (by
 anything: a lease, a lock, permits, a leader), 1 when it is free; with -n N, 0
@@ -284,8 +307,9 @@ apart; a read-write lock's writer shows as a lease. Each live permit is shown
 with its fence, the TTL it has left (its expiry less the server's TIME) and its
 holder identity; a permit taken without one shows as "no holder identity" (or
 "?" in list). While permits are held, the semaphore's N (the first holder's, or
-the latest --resize) is stored with them and shown as "n"; status says how many
-are held, and with -n N also how many of N are free.
+the latest --resize) is stored with them and shown as "n" ("unlimited" for a
+read lock's readers; --json gives the number stored, 1073741824); status says
+how many are held, and with -n N also how many of N are free.
 
 With --watch, tenure prints the holder of each NAME at once, then one line for
 every change of holder (a new fence, a lock's owners, a leader record, free),
@@ -303,7 +327,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 	o := statusOptions{interval: durationFlag(time.Second)}
 	cmd := &cobra.Command{
 		Use:   "status [flags] NAME\n  tenure status --check [-n N] NAME\n  tenure status --watch [flags] NAME...",
-		Short: "Show who holds NAME: kind, TTL left, fence, reentrant counts, permits, leader",
+		Short: "Show who holds NAME: kind, TTL left, fence, holders, leader",
 		Long:  statusLong,
 		Example: `  tenure status nightly-report
   tenure status --json scheduler | jq -r .leader.identity
@@ -408,7 +432,7 @@ func printStatus(out io.Writer, h holding, prefix string) error {
 	if h.Kind == "permits" {
 		fmt.Fprintf(tw, "permits\t%s\n", h.heldText())
 		if h.N > 0 {
-			fmt.Fprintf(tw, "n\t%d\n", h.N)
+			fmt.Fprintf(tw, "n\t%s\n", h.nText())
 		}
 		for _, p := range h.Permits {
 			fmt.Fprintf(tw, "permit\t%s\n", p.text())
@@ -534,9 +558,12 @@ func newReleaseCmd(g *globals) *cobra.Command {
 		Long: `Delete the lease, reentrant lock or permits (a semaphore's, or a read-write
 lock's readers: every permit at once) on NAME, whoever holds them, and publish
 on the name's release channel so that waiters take it at once. It prints what
-it removed. Each holder learns of the loss at its next renewal and stops (a
-"tenure run" holder stops its command and exits 77). The fencing counter is
-kept, so the next holder's fence is still larger than every earlier one.
+it removed. A "tenure run" or "tenure elect" holder listens on that channel
+while it holds NAME and checks its lease at once (an early renewal): it stops
+its command, or its hold, and exits 77 within a round trip. A program that
+holds NAME through the library learns of the loss at its next renewal (every
+TTL/3), and stops. The fencing counter is kept, so the next holder's fence is
+still larger than every earlier one.
 
 --force is required: this breaks the holder's mutual exclusion on purpose.
 

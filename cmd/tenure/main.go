@@ -1,7 +1,9 @@
 // Command tenure runs commands under tenure leases and inspects them.
 //
-//	tenure run NAME -- CMD ARGS...      run CMD while holding a lease on NAME
-//	tenure elect NAME -- CMD ARGS...    run CMD only while this process leads NAME
+//	tenure run NAME [--] CMD ARGS...    run CMD while holding a lease on NAME
+//	tenure run NAME                     hold NAME until a signal or the end of stdin
+//	tenure elect NAME [--] CMD ARGS...  run CMD only while this process leads NAME
+//	tenure elect NAME                   lead NAME until a signal or the end of stdin
 //	tenure elect --observe NAME         print every change of leader of NAME
 //	tenure status NAME                  who holds NAME, for how long, under which fence
 //	tenure status --watch NAME...       print every change of holder of the NAMEs
@@ -30,8 +32,8 @@
 // status 78 means that Redis refused the user (permissions, password, or a
 // TLS certificate). -v logs what the lease does to stderr (-vv every
 // renewal too). Durations take a unit ("30s", "1m", "500ms"). Run "tenure
-// help" or "tenure CMD --help" for every flag, and "tenure run --help" for
-// the exit statuses.
+// help" or "tenure CMD --help" for every flag, "tenure help redis" for the
+// forms of --redis, and "tenure help exit-status" for the exit statuses.
 package main
 
 import (
@@ -40,7 +42,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -67,60 +71,6 @@ const (
 	exitNoCmd   = 127 // the command was not found
 	// A command killed by signal N, or a wait interrupted by it: 128+N.
 )
-
-// operatorExitStatuses is the exit status table of status, list and
-// release.
-const operatorExitStatuses = `Exit status:
-  0                     done (whether NAME is held or not)
-  2                     usage error: bad flags or arguments
-  69                    Redis unreachable or failing
-  78                    Redis refused the user (NOPERM, a script's command refused,
-                        WRONGPASS, NOAUTH) or a TLS certificate; the message
-                        names what was refused
-  1                     any other error`
-
-// exitStatuses is the exit status table of tenure and of "run". "elect"
-// has no --wait, so its table (electExitStatuses) lacks status 75.
-const exitStatuses = exitStatusesHead + exitStatusWait + exitStatusesTail
-
-const electExitStatuses = exitStatusesHead + exitStatusesTail
-
-const exitStatusesHead = `Exit status:
-  the command's own     when it exits by itself (128+N when killed by signal N)
-  0                     run NAME without COMMAND (a hold): ended by a signal or
-                        the end of stdin, and released
-  2                     usage error: bad flags or arguments (a --grace too long
-                        for --ttl among them)
-  69                    Redis unreachable or failing
-`
-
-const exitStatusWait = `  75 (--held-exit)      --wait ran out while another holder held NAME, or the
-                        one attempt of --wait 0 found it held
-  76                    -n N: NAME's permits are held under another N (the message
-                        says both); --resize changes it
-`
-
-const exitStatusesTail = `  77 (--lost-exit)      the lease (or leadership) was lost while the command ran,
-                        or no renewal was confirmed by --grace before its local
-                        deadline: the command's process group got SIGTERM, then
-                        SIGKILL just before that deadline; or the command exited
-                        but the lease was then found taken over; for a hold,
-                        the lease was lost while held, or no renewal was
-                        confirmed by min(TTL/10, 200ms) before its deadline;
-                        either way tenure exits before that deadline
-  78                    Redis refused the user: a command, key or channel not
-                        allowed (NOPERM, or a command one of tenure's scripts
-                        called), a wrong or missing password (WRONGPASS,
-                        NOAUTH), or a certificate refused in the TLS handshake;
-                        the message names what was refused
-  126, 127              the command could not be executed, or was not found
-  128+N                 tenure got signal N while it waited for the lease
-  1                     any other error
-
-A command's own status passes through as is, so a command that exits 75 or 77
-itself looks like tenure's "held" or "lost": where the caller must tell them
-apart, give --held-exit and --lost-exit statuses the command never uses (say
---held-exit 200 --lost-exit 201). They take 1 to 255 and must differ.`
 
 // exitErr carries an exit status and the one line to print.
 type exitErr struct {
@@ -200,46 +150,10 @@ func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}, stderr: &redactor{w: stderr}}
 	root := &cobra.Command{
-		Use:   "tenure",
-		Short: "Run commands under auto-renewing leases on Redis, and inspect them",
-		Long: `tenure runs commands under auto-renewing leases on Redis, elects one leader among
-several processes, and shows and releases the leases that are held.
-
-Redis comes from --redis or $REDIS_URL; the default is redis://127.0.0.1:6379.
-Every duration takes a unit: "30s", "1m", "500ms". --redis takes
-` + redisForms + `.
-
-A Sentinel URL's user and password authenticate to the data nodes; the
-sentinels themselves are reached without a password. Over a Cluster, "list"
-scans every primary.
-
-Quorum mode: --redis given several times (at least 3, an odd number) names
-independent primaries, and a lease is held when a majority of them hold it
-(lease.NewQuorum, the Redlock algorithm). "status" and "list" read every node and
-show the majority's view (a name is held when a majority holds the same lease;
-its fence is the largest among them, its TTL the shortest), and status shows
-each node's own view too; "release --force" deletes on every node and succeeds
-when a majority answered; "elect" and "run -n" are refused (quorum mode has no
-leader record and no semaphore). $REDIS_URL names one deployment only.
-
-The password comes from the URL (redis://USER:PASSWORD@host:port), from
---redis-password-file FILE, or from $TENURE_REDIS_PASSWORD, with the user, if
-any, in the URL (redis://USER@host:port); two of them at once is a usage error,
-and so is a user with no password (a user with nopass takes any). The file and
-the variable serve every --redis without a password of its own.
-A password in --redis is visible to every user of the machine (ps, /proc):
-prefer $REDIS_URL, the file, or the variable. tenure never prints it: its
-errors and -v logs hide the user information of every URL. The commands tenure
-runs do not get $TENURE_REDIS_PASSWORD.
-
-Over TLS (a rediss URL: rediss://, rediss-sentinel://, rediss-cluster://;
-the files serve each of them), --tls-ca (or $TENURE_TLS_CA) is a PEM file of the
-authorities to trust for the server's certificate (default: the system's), and
---tls-cert and --tls-key ($TENURE_TLS_CERT, $TENURE_TLS_KEY) a client
-certificate and its key, for a server that asks for one. docs/security.md
-lists the commands, keys and channels a tenure user needs.
-
-` + exitStatuses,
+		Use:     "tenure",
+		Short:   "Run commands under auto-renewing leases on Redis, and inspect them",
+		Long:    rootLong,
+		Example: rootExample,
 		// cobra prints it for --version, with the template below.
 		Version:       versionText(),
 		SilenceErrors: true,
@@ -249,19 +163,21 @@ lists the commands, keys and channels a tenure user needs.
 		},
 	}
 	root.SetVersionTemplate(`{{.Version}}`)
+	root.SetHelpTemplate(helpTemplate)
 	root.SetOut(stdout)
 	root.SetErr(g.stderr)
 	addConnFlags(root, &g.conn)
-	root.PersistentFlags().StringVar(&g.prefix, "prefix", lease.DefaultKeyPrefix, "prefix of every key, as lease.WithKeyPrefix")
-	root.PersistentFlags().CountVarP(&g.verbose, "verbose", "v", "run, elect: log to stderr what the lease does: -v its acquisition, failed renewals, release and loss; "+
-		"-vv also every renewal")
+	root.PersistentFlags().StringVar(&g.prefix, "prefix", lease.DefaultKeyPrefix, "prefix of every key (lease.WithKeyPrefix)")
+	root.PersistentFlags().CountVarP(&g.verbose, "verbose", "v", "run, elect: log to stderr the acquisition, failed renewals, release "+
+		"and loss (-vv: every renewal too)")
 	// Declared here so that -v stays --verbose's and the usage line says
 	// what it does; cobra prints the version when it is set.
-	root.Flags().Bool("version", false, "print tenure's version, the commit it was built from, and its Go version")
+	root.Flags().Bool("version", false, "print the version, the commit and Go")
 	// "tenure completion bash|zsh|fish|powershell" writes a completion
 	// script; NAME arguments complete from the held names (complete.go).
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g), newVersionCmd())
+	root.AddCommand(helpTopics()...)
 	return root, g
 }
 
@@ -281,6 +197,9 @@ func parseRedis(s string) (*redis.Options, error) {
 			}
 			return nil, fmt.Errorf("redis address %q is neither a URL nor host:port", s)
 		}
+		if err := checkPort(s); err != nil {
+			return nil, fmt.Errorf("redis address %q: %w", s, err)
+		}
 		return &redis.Options{Addr: s}, nil
 	}
 	opts, err := redis.ParseURL(s)
@@ -291,7 +210,29 @@ func parseRedis(s string) (*redis.Options, error) {
 		}
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}
+	if opts.Network != "unix" {
+		// go-redis takes any port, and the dial's "invalid port" read
+		// as Redis unreachable (exit 69): it is the URL that is wrong.
+		if err := checkPort(opts.Addr); err != nil {
+			if hidden {
+				return nil, fmt.Errorf("redis URL (not shown: it has user information): %w", err)
+			}
+			return nil, fmt.Errorf("redis URL %q: %w", s, err)
+		}
+	}
 	return opts, nil
+}
+
+// checkPort checks that addr is host:port with a port from 1 to 65535.
+func checkPort(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q is not host:port", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
+	}
+	return nil
 }
 
 func checkPrefix(p string) error {

@@ -121,7 +121,16 @@ func TestExitStatuses(t *testing.T) {
 		{"killed by a signal", []string{"run", "s1", "--", "sh", "-c", "kill -KILL $$"}, 128 + 9, ""},
 		{"not found", []string{"run", "s1", "--", "no-such-command-here"}, exitNoCmd, "not found"},
 		{"no command after --", []string{"run", "s1", "--"}, exitUsage, "NAME -- COMMAND"},
-		{"no dash", []string{"run", "s1", "true"}, exitUsage, "NAME -- COMMAND"},
+		// COMMAND may follow NAME without "--", as with flock; it was a
+		// usage error.
+		{"no dash", []string{"run", "s1", "true"}, 0, ""},
+		{"no dash, the command's own flags", []string{"run", "--ttl", "5s", "s1", "sh", "-c", "exit 7"}, 7, ""},
+		// The form with tenure's flags after NAME, then "--", still works.
+		{"flags after NAME, then --", []string{"run", "s1", "--ttl", "5s", "--", "sh", "-c", "exit 6"}, 6, ""},
+		{"flags after NAME, no --", []string{"run", "s1", "--ttl", "5s", "true"}, exitUsage, `"true" after NAME and flags`},
+		{"a bad flag after NAME", []string{"run", "s1", "--nope", "--", "true"}, exitUsage, "unknown flag: --nope"},
+		{"elect, no dash", []string{"elect", "--ttl", "5s", "s1", "sh", "-c", "exit 4"}, 4, ""},
+		{"elect, flags after NAME, then --", []string{"elect", "s1", "--ttl", "5s", "--", "sh", "-c", "exit 3"}, 3, ""},
 		{"bad flag", []string{"run", "--nope", "s1", "--", "true"}, exitUsage, "unknown flag"},
 		{"bad duration", []string{"run", "--wait", "soon", "s1", "--", "true"}, exitUsage, `"soon" is neither a duration nor "forever"`},
 		{"wait never", []string{"run", "--wait", "never", "s1", "--", "true"}, exitUsage,
@@ -508,4 +517,32 @@ func liveInGroup(pgid int) []string {
 		}
 	}
 	return live
+}
+
+// TestCommandAfterName: what follows NAME is COMMAND's, its flags
+// included, with or without "--"; tenure's flags after NAME, in the form
+// "NAME FLAGS -- COMMAND", are still tenure's (-v there logs), and --help
+// there is answered.
+func TestCommandAfterName(t *testing.T) {
+	script := `printf '%s|' "$TENURE_NAME" "$@"`
+	for _, args := range [][]string{
+		{"run", "--wait", "10s", "after-name", "sh", "-c", script, "sh", "--wait", "0", "-v", "--"},
+		{"run", "--wait", "10s", "after-name", "--", "sh", "-c", script, "sh", "--wait", "0", "-v", "--"},
+	} {
+		code, out, stderr := result(t, tenure(args...))
+		if code != 0 || out != "after-name|--wait|0|-v|--|" || stderr != "" {
+			t.Errorf("%q: status %d, stdout %q, stderr %q", args, code, out, stderr)
+		}
+	}
+	code, out, stderr := result(t, tenure("run", "after-name", "-v", "--ttl", "5s", "--", "sh", "-c", script, "sh"))
+	if code != 0 || out != "after-name|" || !strings.Contains(stderr, "msg=acquired") || !strings.Contains(stderr, "ttl=5s") {
+		t.Errorf("flags after NAME: status %d, stdout %q, stderr %q", code, out, stderr)
+	}
+	code, out, _ = result(t, tenure("run", "after-name", "--help"))
+	if code != 0 || !strings.Contains(out, "Usage:") {
+		t.Errorf("--help after NAME: status %d: %s", code, out)
+	}
+	if n, _ := client(t).Exists(context.Background(), "tenure:{after-name}").Result(); n != 0 {
+		t.Error("a run left its lease held")
+	}
 }

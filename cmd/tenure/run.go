@@ -16,11 +16,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
 
-	"github.com/tenure-go/tenure/election"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/rwlock"
 	"github.com/tenure-go/tenure/semaphore"
@@ -157,25 +155,6 @@ func (t stopTiming) at(dl time.Time) (termAt, killAt time.Time) {
 	return termAt, killAt
 }
 
-// nameAndCommand splits "NAME -- CMD ARGS..." and validates NAME. When
-// hold is true, NAME alone (no "--", no COMMAND) is accepted too, and
-// returns no argv: "tenure run NAME" holds NAME without a command.
-func nameAndCommand(cmd *cobra.Command, args []string, hold bool) (string, []string, error) {
-	dash := cmd.ArgsLenAtDash()
-	alone := hold && len(args) == 1 && dash < 0
-	if !alone && (dash != 1 || len(args) < 2) {
-		want := "NAME -- COMMAND [ARGS...]"
-		if hold {
-			want = "NAME -- COMMAND [ARGS...], or NAME alone to hold it"
-		}
-		return "", nil, fail(exitUsage, "want %s (see '%s --help')", want, cmd.CommandPath())
-	}
-	if err := checkName(args[0]); err != nil {
-		return "", nil, fail(exitUsage, "%v", err)
-	}
-	return args[0], args[1:], nil
-}
-
 // runOptions are run's flags.
 type runOptions struct {
 	f              childFlags
@@ -192,7 +171,8 @@ type runOptions struct {
 func (o *runOptions) add(cmd *cobra.Command) {
 	o.f.add(cmd)
 	o.wait = waitFlag{forever: true}
-	cmd.Flags().Var(&o.wait, "wait", `how long to wait for NAME while it is held: a duration ("10s", "1m"), 0 for one attempt, or "forever"`)
+	cmd.Flags().Var(&o.wait, "wait", `how long to wait for NAME while it is held: a duration ("10s", "1m"), 0 for one attempt, or "forever"; `+
+		`given, it waits for a Redis that does not answer at the start too`)
 	cmd.Flags().Var(&o.releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the release after COMMAND exits "+
 		"(or a hold ends); then tenure exits, the release's outcome unknown (the lease expires by its TTL); default min(TTL, 2s). "+
 		"After a loss tenure waits no later than min(TTL/10, 200ms) before the lease's local deadline")
@@ -257,6 +237,11 @@ const runLong = `Acquire a lease on NAME (waiting up to --wait while another hol
 COMMAND with TENURE_NAME and TENURE_FENCE (the lease's fencing token) in its
 environment, renew the lease while it runs, release it when it exits, and exit
 with its status. While it waits, tenure says once on stderr who holds NAME.
+A Redis that fails while tenure waits (a restart, a failover) is waited out
+within --wait too; so is one that does not answer at the start when --wait is
+given (a duration or "forever"), said once on stderr. Without --wait, or with
+--wait 0, an unreachable Redis at the start is exit 69 at once, so that a
+wrong address does not hang a script.
 
 Without COMMAND ("tenure run NAME", no "--"), tenure holds NAME itself, as
 "etcdctl lock NAME" does: once acquired it prints one line of JSON on stdout,
@@ -288,7 +273,9 @@ N fails at once with status 76, naming both, rather than letting more commands
 in than either meant; once no permit is held, the next run sets N anew. With
 --resize the run's N replaces the stored one instead: a larger N lets more in
 at once; a smaller one stops nothing that runs, and no run starts until fewer
-than the new N are held. A permit is a lease in every other respect:
+than the new N are held. Runs that wait take the permits in the order they
+asked (the name's fair queue, where status counts them as waiting). A permit
+is a lease in every other respect:
 everything below (renewals, the stop before its local deadline, the loss,
 --holder, the exit statuses) holds for it as for a lease, and TENURE_FENCE is
 the permit's fence. A lease and permits of one NAME exclude each other.
@@ -362,12 +349,12 @@ longer than a dead holder would.
 func newRunCmd(g *globals) *cobra.Command {
 	var o runOptions
 	cmd := &cobra.Command{
-		Use: "run [flags] NAME -- COMMAND [ARGS...]\n  tenure run -n N [flags] NAME -- COMMAND [ARGS...]\n" +
-			"  tenure run --shared [flags] NAME -- COMMAND [ARGS...]\n  tenure run [flags] NAME",
-		Short: "Run a command while holding a lease on NAME (or a permit, or a read lock), or hold NAME alone",
-		Long:  runLong + exitStatuses,
+		Use: "run [flags] NAME [--] COMMAND [ARGS...]\n  tenure run -n N [flags] NAME [--] COMMAND [ARGS...]\n" +
+			"  tenure run --shared [flags] NAME [--] COMMAND [ARGS...]\n  tenure run [flags] NAME",
+		Short: "Run a command while holding NAME (a lease, a permit, a read lock), or hold it alone",
+		Long:  runLong + commandRule("run") + "\n\n" + runExitStatuses,
 		Example: `  # one nightly report at a time, across every host that runs this
-  tenure run nightly-report -- ./report.sh --since yesterday
+  tenure run nightly-report ./report.sh --since yesterday
 
   # give up after 10s if another host is at it; a short TTL frees NAME fast if we die
   tenure run --wait 10s --ttl 5s backup -- pg_dump -f /backups/db.sql
@@ -396,7 +383,7 @@ func newRunCmd(g *globals) *cobra.Command {
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name, argv, err := nameAndCommand(cmd, args, true)
+			inv, err := parseInvocation(cmd, args, g)
 			if err != nil {
 				return err
 			}
@@ -404,11 +391,14 @@ func newRunCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			r := &runner{g: g, o: o, name: name, argv: argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+			r := &runner{g: g, o: o, name: inv.name, argv: inv.argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
+				waitGiven: cmd.Flags().Changed("wait")}
 			return r.run()
 		},
 	}
 	o.add(cmd)
+	// COMMAND's flags are its own: tenure's stop at NAME.
+	cmd.Flags().SetInterspersed(false)
 	return cmd
 }
 
@@ -524,12 +514,17 @@ type runner struct {
 	argv           []string
 	releaseTimeout time.Duration
 	stdout, stderr io.Writer
+	// waitGiven: --wait was given, so that an unreachable Redis is
+	// waited for too (connect).
+	waitGiven bool
 
 	sigs *sigRouter
 	w    *leaseWatch
 	how  acquirer
 	// whoHolds says who holds NAME, from one read of its keys.
 	whoHolds func(ctx context.Context) string
+	// unwatch stops watchReleases, once NAME is acquired.
+	unwatch func()
 }
 
 // acquirer is how a run takes NAME: the write lock (the plain lease), a
@@ -548,21 +543,7 @@ type acquirer struct {
 func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quorum bool, opts []lease.AcquireOption) acquirer {
 	switch {
 	case permits > 0:
-		sem := semaphore.New(m)
-		return acquirer{
-			take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
-				if wait {
-					return sem.Acquire(ctx, name, permits, append(opts, semaphore.WithResize(resize))...)
-				}
-				return sem.TryAcquire(ctx, name, permits, append(opts, semaphore.WithResize(resize))...)
-			},
-			kind:      "permit",
-			held:      fmt.Sprintf("the permit of %q", name),
-			acquiring: fmt.Sprintf("acquiring a permit of %q (-n %d)", name, permits),
-			busy: func(string) string {
-				return fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
-			},
-		}
+		return permitAcquirer(m, name, permits, resize, opts)
 	case shared:
 		rw := rwlock.New(m)
 		return acquirer{
@@ -605,13 +586,44 @@ func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quo
 	}
 }
 
+// permitAcquirer takes one of the permits of the semaphore name (-n).
+func permitAcquirer(m *lease.Manager, name string, permits int, resize bool, opts []lease.AcquireOption) acquirer {
+	sem := semaphore.New(m)
+	return acquirer{
+		take: func(ctx context.Context, wait bool) (*lease.Lease, error) {
+			o := append(opts[:len(opts):len(opts)], semaphore.WithResize(resize))
+			if wait {
+				// A waiting run takes its turn in the name's fair queue:
+				// the runs get in in the order they asked, and status
+				// counts them as waiting, which barging waiters (unknown
+				// to the server) it could not.
+				return sem.Acquire(ctx, name, permits, append(o, lease.WithFair(true))...)
+			}
+			return sem.TryAcquire(ctx, name, permits, o...)
+		},
+		kind:      "permit",
+		held:      fmt.Sprintf("the permit of %q", name),
+		acquiring: fmt.Sprintf("acquiring a permit of %q (-n %d)", name, permits),
+		busy: func(string) string {
+			return fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
+		},
+	}
+}
+
 func (r *runner) run() error {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	r.sigs = newSigRouter(cancel, r.stderr)
 	defer r.sigs.stop()
 
-	client, err := r.g.connectFor(ctx, runFeature(r.o.permits, r.o.shared))
+	// --wait bounds the whole wait: for Redis to answer, then for NAME.
+	wctx := ctx
+	if !r.o.wait.forever && r.o.wait.d > 0 {
+		var wcancel context.CancelFunc
+		wctx, wcancel = context.WithTimeout(ctx, r.o.wait.d)
+		defer wcancel()
+	}
+	client, err := r.connect(ctx, wctx)
 	if err != nil {
 		return err
 	}
@@ -643,13 +655,22 @@ func (r *runner) run() error {
 		return hs[0].who()
 	}
 
-	l, err := r.acquire(ctx)
+	l, err := r.acquire(ctx, wctx)
 	if err != nil {
 		return err
 	}
+	// release --force is noticed at once, not at the next renewal; the
+	// listening ends before tenure's own release.
+	r.unwatch = watchReleases(client, r.g.prefix, l, ttl, r.g.log)
+	defer r.unwatch()
 	if len(r.argv) == 0 {
 		return r.hold(ctx, l)
 	}
+	return r.runCommand(l)
+}
+
+// runCommand runs argv under l, releases l, and returns tenure's exit.
+func (r *runner) runCommand(l *lease.Lease) error {
 	env := append(childEnv(), "TENURE_NAME="+r.name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
 	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", r.how.held, r.w.why(l, cause)) }
 	h := hold{l.Context(), l.Deadline, r.w.renewals(), describe, r.w.renewErrorOf(l)}
@@ -672,16 +693,28 @@ func (r *runner) commandLost(l *lease.Lease, cause error) error {
 	return fail(r.o.f.lostExit, "%s was lost %s: %s; %s", r.how.held, lostWhen(cause), r.w.why(l, cause), lostDone(cause))
 }
 
+// connect connects to Redis. With --wait given (and not 0) a Redis that
+// does not answer is waited for within wctx, the --wait's context, as it
+// is once NAME is waited for; without it, tenure fails at once (exit 69),
+// so that a wrong address does not hang a script that relies on the
+// default --wait forever.
+func (r *runner) connect(ctx, wctx context.Context) (*conns, error) {
+	feature := runFeature(r.o.permits, r.o.shared)
+	if !r.waitGiven || (!r.o.wait.forever && r.o.wait.d == 0) {
+		return r.g.connectFor(ctx, feature)
+	}
+	client, err := r.g.connectWaiting(wctx, feature, r.o.wait.String())
+	if s, ok := r.sigs.interrupted(); ok && err != nil {
+		return nil, fail(signalStatus(s), "interrupted by %s while waiting for Redis", signalName(s))
+	}
+	return client, err
+}
+
 // acquire takes NAME as --wait says: one attempt first, then, if NAME is
 // held and --wait allows, a wait announced once on stderr with who holds
-// NAME.
-func (r *runner) acquire(ctx context.Context) (*lease.Lease, error) {
-	wctx := ctx
-	if !r.o.wait.forever && r.o.wait.d > 0 {
-		var wcancel context.CancelFunc
-		wctx, wcancel = context.WithTimeout(ctx, r.o.wait.d)
-		defer wcancel()
-	}
+// NAME. wctx is the --wait's context (ctx itself for forever, and for
+// --wait 0, whose one attempt it does not bound).
+func (r *runner) acquire(ctx, wctx context.Context) (*lease.Lease, error) {
 	l, err := r.how.take(wctx, false)
 	if errors.Is(err, lease.ErrNotAcquired) && (r.o.wait.forever || r.o.wait.d > 0) {
 		fmt.Fprintf(r.stderr, "tenure: %s; waiting for it (--wait %v)\n", r.how.busy(r.whoHolds(ctx)), r.o.wait.String())
@@ -706,6 +739,7 @@ func (r *runner) acquire(ctx context.Context) (*lease.Lease, error) {
 
 // release releases l, and says so when Redis did not answer in time.
 func (r *runner) release(l *lease.Lease) error {
+	r.unwatch()
 	rerr := release(l, r.releaseTimeout)
 	if !r.w.releaseAnswered() {
 		reportUnanswered(r.stderr, r.name, releaseWithin(r.releaseTimeout), time.Duration(r.o.f.ttl))
@@ -716,6 +750,7 @@ func (r *runner) release(l *lease.Lease) error {
 // releaseLost releases l after a loss, or after a stop for want of a
 // renewal (r.releaseLost's function).
 func (r *runner) releaseLost(l *lease.Lease) {
+	r.unwatch()
 	releaseLost(l, r.w, r.releaseTimeout, r.name, r.stderr)
 }
 
@@ -803,279 +838,6 @@ func exitStatus(ps *os.ProcessState, err error) int {
 		return 128 + int(ws.Signal())
 	}
 	return ps.ExitCode()
-}
-
-func newElectCmd(g *globals) *cobra.Command {
-	var (
-		f              childFlags
-		identity       string
-		observe        bool
-		releaseTimeout derivedDuration
-	)
-	host, _ := os.Hostname()
-	cmd := &cobra.Command{
-		Use: `elect [flags] NAME -- COMMAND [ARGS...]
-  tenure elect --observe NAME`,
-		Short: "Run a command only while this process is the elected leader of NAME",
-		Long: `Campaign for NAME among every "tenure elect" (and every program using package
-election) on the same Redis, and run COMMAND while this process leads, with
-TENURE_NAME, TENURE_FENCE (the term) and TENURE_IDENTITY in its environment.
-The leader record (identity and term) is what "tenure status NAME" shows.
-
-When COMMAND exits, tenure resigns, so another candidate leads at once, and exits
-with COMMAND's status; or with status 77 if, before resigning, it finds that
-another holder took the lease over. COMMAND is stopped by the lease's local
-deadline as in "tenure run" (SIGTERM --grace before it, SIGKILL just before
-it, with the same default and limit for --grace), and at once when leadership
-is lost; tenure then exits with status 77, and a supervisor restarting it makes
-it a candidate again. As with "tenure run", what COMMAND leaves in its group is
-killed when it exits; on Linux a guard stops the group by the last deadline
-tenure told it, or at once if tenure dies; and the terminal, SIGTSTP (Ctrl-Z)
-and a stopped COMMAND are handled as "tenure run --help" tells.
-Signals are passed to COMMAND while it runs; before that they end the campaign.
-A loss of leadership is reported on stderr with its reason, as in "tenure run".
-
-With --observe, tenure does not campaign: it prints the current leader of NAME,
-then a line for every change of leader (a new term, or no leader), each with
-its time, until SIGINT or SIGTERM ends it with status 0. It learns of changes
-from the election's change and release messages, as candidates do, and reads
-the leader record again at least every second, in case a message was lost or
-a leader died without letting go (then the change shows when its lease
-expires). A term that begins and ends between two reads may go unseen, and
-while Redis does not answer nothing new is printed.
-
-` + electExitStatuses,
-		Example: `  # one scheduler among three hosts; the others take over within --ttl if it dies
-  tenure elect --ttl 10s --identity "$(hostname)" scheduler -- ./scheduler
-
-  # follow who leads it
-  tenure elect --observe scheduler`,
-		Args:              cobra.ArbitraryArgs,
-		ValidArgsFunction: g.completeFirstName,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			if observe {
-				name, err := observeArgs(cmd, args)
-				if err != nil {
-					return err
-				}
-				return observeLeader(g, name, cmd.OutOrStdout())
-			}
-			name, argv, err := nameAndCommand(cmd, args, false)
-			if err != nil {
-				return err
-			}
-			if err := f.check(); err != nil {
-				return err
-			}
-			if identity == "" {
-				return fail(exitUsage, "empty --identity")
-			}
-			rt := releaseBound(time.Duration(f.ttl))
-			if releaseTimeout.set {
-				if releaseTimeout.d <= 0 {
-					return fail(exitUsage, "--release-timeout must be above 0")
-				}
-				rt = releaseTimeout.d
-			}
-			return runElected(g, name, identity, argv, f, rt, cmd.ErrOrStderr())
-		},
-	}
-	f.add(cmd)
-	cmd.Flags().Var(&releaseTimeout, "release-timeout", "how long to wait for Redis to confirm the end of the term (the check that "+
-		"the lease still held, the record's deletion, the release) after COMMAND exits; then tenure exits, the outcome unknown "+
-		"(the lease expires by its TTL); default min(TTL, 2s)")
-	cmd.Flags().StringVar(&identity, "identity", fmt.Sprintf("%s/%d", host, os.Getpid()), "this candidate's identity in the leader record")
-	cmd.Flags().BoolVar(&observe, "observe", false, "do not campaign: print every change of leader of NAME until SIGINT")
-	return cmd
-}
-
-// observeArgs checks "elect --observe NAME": a name, no command, and none
-// of the flags of a candidate, which would do nothing.
-func observeArgs(cmd *cobra.Command, args []string) (string, error) {
-	if len(args) != 1 || cmd.ArgsLenAtDash() >= 0 {
-		return "", fail(exitUsage, "--observe takes NAME alone, no COMMAND: it does not campaign (see '%s --help')", cmd.CommandPath())
-	}
-	for _, fl := range []string{"ttl", "grace", "identity", "release-timeout"} {
-		if cmd.Flags().Changed(fl) {
-			return "", fail(exitUsage, "--%s is a candidate's: it means nothing with --observe, which does not campaign", fl)
-		}
-	}
-	if err := checkName(args[0]); err != nil {
-		return "", fail(exitUsage, "%v", err)
-	}
-	return args[0], nil
-}
-
-func runElected(g *globals, name, identity string, argv []string, f childFlags, releaseTimeout time.Duration, stderr io.Writer) error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := newSigRouter(cancel, stderr)
-	defer sigs.stop()
-
-	client, err := g.connect(ctx)
-	if err != nil {
-		return err
-	}
-	defer client.Close()
-	w := newLeaseWatch(g.log, time.Duration(f.ttl))
-	w.probe = client.ping
-	if client.quorum() {
-		return runQuorumElected(ctx, g, client, name, identity, argv, f, releaseTimeout, w, sigs, stderr)
-	}
-	m, err := client.newManager(lease.WithKeyPrefix(g.prefix), lease.WithLogger(slog.New(slog.DiscardHandler)),
-		lease.WithHooks(w.hooks()))
-	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	defer m.Close()
-	e, err := election.New(election.Config{Manager: m, Client: client.one(), KeyPrefix: g.prefix, Name: name,
-		Identity: identity, TTL: time.Duration(f.ttl), ReleaseTimeout: releaseTimeout})
-	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-
-	var (
-		result error
-		ran    bool
-	)
-	err = e.Run(ctx, election.Callbacks{
-		OnStartedLeading: func(lctx context.Context) {
-			// One term only: resign (a no-op after a loss) and stop campaigning.
-			defer cancel()
-			defer func() { _ = e.Resign(lctx) }()
-			ran = true
-			result = leadTerm(lctx, name, identity, argv, f, releaseTimeout, w, sigs, stderr)
-		},
-		OnNewLeader: func(id string) {
-			if id != identity {
-				fmt.Fprintf(stderr, "tenure: %q is led by %s\n", name, id)
-			}
-		},
-	})
-	if ran {
-		if !w.releaseAnswered() {
-			reportUnanswered(stderr, name, releaseWithin(releaseTimeout), time.Duration(f.ttl))
-		}
-		return result
-	}
-	if s, ok := sigs.interrupted(); ok {
-		return fail(signalStatus(s), "interrupted by %s while campaigning for %q", signalName(s), name)
-	}
-	if err != nil {
-		return g.redisFailure(fmt.Sprintf("campaigning for %q", name), err)
-	}
-	return fail(exitError, "the campaign for %q ended without leading", name)
-}
-
-// leadTerm runs argv for one term of leadership of name, whose leading
-// context is lctx, and returns tenure's exit for it.
-func leadTerm(lctx context.Context, name, identity string, argv []string, f childFlags, releaseTimeout time.Duration,
-	w *leaseWatch, sigs *sigRouter, stderr io.Writer) error {
-	rec, _ := election.Leading(lctx)
-	// The leading context derives from the lease's, whose deadline the
-	// command must not outlive.
-	l, ok := lease.FromContext(lctx)
-	if !ok {
-		return fail(exitError, "leading %q: the leading context carries no lease", name)
-	}
-	code, _, err := superviseTerm(lctx, l, rec.Fence, name, identity, argv, f, w, sigs, stderr)
-	if err != nil {
-		return err
-	}
-	return confirmHeld(l, w, name, rec.Fence, code, releaseTimeout, f.lostExit, stderr)
-}
-
-// superviseTerm runs argv while lctx, the context of term's lease l, lasts:
-// the command's exit status, or tenure's exit when it could not run or the
-// leadership was lost (lost is then true).
-func superviseTerm(lctx context.Context, l *lease.Lease, term int64, name, identity string, argv []string, f childFlags,
-	w *leaseWatch, sigs *sigRouter, stderr io.Writer) (code int, lost bool, err error) {
-	env := append(childEnv(), "TENURE_NAME="+name, "TENURE_FENCE="+strconv.FormatInt(term, 10),
-		"TENURE_IDENTITY="+identity)
-	describe := func(cause error) string {
-		return fmt.Sprintf("leadership of %q (term %d) was lost: %s", name, term, w.why(l, cause))
-	}
-	code, cause, err := supervise(argv, env, sigs, hold{lctx, l.Deadline, w.renewals(), describe, w.renewErrorOf(l)}, f.timing(), stderr)
-	switch {
-	case err != nil:
-		return 0, false, err
-	case cause != nil:
-		return 0, true, fail(f.lostExit, "leadership of %q (term %d) was lost %s: %s; %s",
-			name, term, lostWhen(cause), w.why(l, cause), lostDone(cause))
-	}
-	return code, false, nil
-}
-
-// runQuorumElected is elect in quorum mode. Package election keeps a leader
-// record written in a transaction guarded by the lease (Lease.Exec), which
-// cannot span independent servers; so here the leadership is the quorum
-// lease on NAME itself, taken by waiting for it, with the candidate's
-// identity as its holder (status and list show it as the holder). One
-// leader at a time, a loss that stops the command, the term's fence in
-// TENURE_FENCE and the exit statuses are those of a Sentinel or single
-// server; what it lacks is the record: elect --observe and the "led by"
-// line.
-func runQuorumElected(ctx context.Context, g *globals, client *conns, name, identity string, argv []string, f childFlags,
-	releaseTimeout time.Duration, w *leaseWatch, sigs *sigRouter, stderr io.Writer) error {
-	m, err := client.newManager(lease.WithKeyPrefix(g.prefix), lease.WithTTL(time.Duration(f.ttl)), lease.WithHolder(identity),
-		lease.WithLogger(slog.New(slog.DiscardHandler)), lease.WithHooks(w.hooks()))
-	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	defer m.Close()
-	l, err := g.retrying(ctx, func(ctx context.Context, wait bool) (*lease.Lease, error) {
-		if wait {
-			return m.Acquire(ctx, name)
-		}
-		return m.TryAcquire(ctx, name)
-	})
-	if err != nil {
-		if s, ok := sigs.interrupted(); ok {
-			return fail(signalStatus(s), "interrupted by %s while campaigning for %q", signalName(s), name)
-		}
-		return g.redisFailure(fmt.Sprintf("campaigning for %q", name), err)
-	}
-	code, lost, err := superviseTerm(l.Context(), l, l.Fence(), name, identity, argv, f, w, sigs, stderr)
-	if lost {
-		releaseLost(l, w, releaseTimeout, name, stderr)
-		return err
-	}
-	rerr := release(l, releaseTimeout)
-	if !w.releaseAnswered() {
-		reportUnanswered(stderr, name, releaseWithin(releaseTimeout), time.Duration(f.ttl))
-	}
-	if err != nil {
-		return err
-	}
-	if errors.Is(rerr, lease.ErrLost) {
-		return fail(f.lostExit, "leadership of %q (term %d) was found lost after the command exited with status %d: "+
-			"it was deleted, taken over or expired, so another candidate may have led while the command ran", name, l.Fence(), code)
-	}
-	return status(code)
-}
-
-// confirmHeld ends a term whose command exited by itself: the election
-// releases the lease after this callback but drops the release's error, so
-// a takeover between the last renewal and the command's end would go
-// unseen. An empty transaction guarded by the lease reads the key instead:
-// if it still holds this lease's token, nobody else held the name while the
-// command ran.
-func confirmHeld(l *lease.Lease, w *leaseWatch, name string, term int64, code int, timeout time.Duration, lostExit int, stderr io.Writer) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	_, err := l.Exec(ctx, func(redis.Pipeliner) error { return nil })
-	switch {
-	case errors.Is(err, lease.ErrLost):
-		why := "it was deleted or taken over by another holder (the server no longer had our token), " +
-			"so another holder may have led while the command ran"
-		if info, ok := w.ended(l, time.Second); ok && info.Loss == lease.LossExpired {
-			why = lossText(info.Loss)
-		}
-		return fail(lostExit, "leadership of %q (term %d) was found lost after the command exited with status %d: %s", name, term, code, why)
-	case err != nil:
-		fmt.Fprintf(stderr, "tenure: confirming the leadership of %q after the command: %v\n", name, err)
-	}
-	return status(code)
 }
 
 // bare is err's message without the library's "tenure: " prefix, for

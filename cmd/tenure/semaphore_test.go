@@ -62,10 +62,25 @@ func TestRunPermits(t *testing.T) {
 		t.Fatalf("%d commands started at once under -n 2: %v", len(first), first)
 	}
 
-	code, out, stderr := result(t, tenure("status", "--json", "-n", "2", name))
-	var h holding
-	if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil {
-		t.Fatalf("status --json -n 2: %d %v %s %s", code, err, out, stderr)
+	// The two runs that wait are counted: they wait in the name's fair
+	// queue (status showed "waiting 0" while they barged unseen).
+	var (
+		h                 holding
+		code              int
+		out, stderr, text string
+	)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, out, stderr = result(t, tenure("status", "--json", "-n", "2", name))
+		if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil {
+			t.Fatalf("status --json -n 2: %d %v %s %s", code, err, out, stderr)
+		}
+		_, text, _ = result(t, tenure("status", name))
+		if h.Waiting == 2 && strings.Contains(text, "\nwaiting  2\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("two runs wait, and status says:\n%s\n%s", out, text)
+		}
 	}
 	var fences, holders []string
 	for _, p := range h.Permits {
@@ -249,9 +264,15 @@ func TestStatusReadWriteLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, _ := result(t, tenure("status", name))
-	if code != 0 || !strings.Contains(out, "permits (semaphore or read lock)") || !strings.Contains(out, "2 held") ||
-		strings.Count(out, "holder rw-test") != 2 {
+	if code != 0 || !strings.Contains(out, "permits (semaphore or read lock)") || !strings.Contains(out, "2 held of no limit") ||
+		strings.Count(out, "holder rw-test") != 2 || !strings.Contains(out, "\nn        unlimited (a read lock's readers)\n") {
 		t.Errorf("status of two readers: %d\n%s", code, out)
+	}
+	// --json keeps the number: rwlock's N for its readers.
+	code, out, _ = result(t, tenure("status", "--json", name))
+	var h holding
+	if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil || h.N != readLockN {
+		t.Errorf("status --json of two readers: %d %v\n%s", code, err, out)
 	}
 	_ = r1.Release(ctx)
 	_ = r2.Release(ctx)

@@ -13,7 +13,8 @@ import (
 // the build information the go command stamps into the binary: the
 // module's version (a release tag for "go install ...@v1.2.3", "(devel)"
 // or a pseudo-version for a build from a checkout), then the commit it was
-// built from when the build recorded one, and the Go toolchain. The first
+// built from ("unknown commit" when the build recorded none: -buildvcs=false,
+// or no checkout), and the Go toolchain. The first
 // line alone is "tenure VERSION", for scripts.
 func versionText() string {
 	var b strings.Builder
@@ -36,10 +37,14 @@ func versionText() string {
 				modified = s.Value == "true"
 			}
 		}
-		if rev != "" {
-			if modified {
-				rev += " (modified)"
-			}
+		switch {
+		case rev == "":
+			// Built with -buildvcs=false, or outside a checkout: say
+			// so, rather than leave the reader to guess.
+			fmt.Fprintf(&b, "  revision  unknown commit (the build recorded none)\n")
+		case modified:
+			fmt.Fprintf(&b, "  revision  %s (modified)\n", rev)
+		default:
 			fmt.Fprintf(&b, "  revision  %s\n", rev)
 		}
 		if when != "" {
@@ -57,7 +62,7 @@ func versionText() string {
 func newVersionCmd() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
-		Short: "Print tenure's version, the commit it was built from, and its Go version",
+		Short: "Print tenure's version, the commit it was built from, and Go's",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_, err := fmt.Fprint(cmd.OutOrStdout(), versionText())

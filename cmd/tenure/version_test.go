@@ -2,6 +2,8 @@ package main
 
 import (
 	"os/exec"
+	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -56,8 +58,30 @@ func TestVersion(t *testing.T) {
 	if revision != "" && !strings.Contains(flag, revision) {
 		t.Errorf("the version does not name the revision %s:\n%s", revision, flag)
 	}
+	if revision == "" && !strings.Contains(flag, "unknown commit") {
+		t.Errorf("the build recorded no revision, and the version does not say so:\n%s", flag)
+	}
 	if modified != strings.Contains(flag, "(modified)") {
 		t.Errorf("vcs.modified is %v, but the version says:\n%s", modified, flag)
 	}
 	t.Logf("tenure --version:\n%s", flag)
+}
+
+// TestVersionWithoutVCS: a binary built with -buildvcs=false says what it
+// knows (the module version, Go) and that its commit is unknown; it
+// printed "tenure (devel)" and Go alone, which read as a commit forgotten.
+func TestVersionWithoutVCS(t *testing.T) {
+	novcs := filepath.Join(t.TempDir(), "tenure")
+	if out, err := exec.Command("go", "build", "-buildvcs=false", "-o", novcs, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build -buildvcs=false: %v\n%s", err, out)
+	}
+	out, err := exec.Command(novcs, "--version").Output()
+	if err != nil {
+		t.Fatalf("--version: %v", err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if !strings.HasPrefix(lines[0], "tenure ") || !strings.Contains(string(out), "unknown commit") ||
+		!strings.Contains(string(out), runtime.Version()) {
+		t.Errorf("--version of a build without VCS information:\n%s", out)
+	}
 }

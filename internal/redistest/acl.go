@@ -35,6 +35,24 @@ var ACLCommands = []string{
 	"scan",
 }
 
+// ACLClusterCommands are what a Cluster client sends besides ACLCommands,
+// in the order docs/security.md's Cluster rule adds them: the slot map
+// (CLUSTER SLOTS), the command table (COMMAND, for the key positions of
+// commands) and ASKING after an ASK redirection (go-redis v9.23).
+var ACLClusterCommands = []string{"cluster|slots", "command", "asking"}
+
+// ACLClusterRule is the one-line rule of docs/security.md for a tenure-only
+// user on a Redis Cluster: ACLRule and ACLClusterCommands.
+func ACLClusterRule(user, password, prefix string) string {
+	var b strings.Builder
+	b.WriteString(ACLRule(user, password, prefix))
+	for _, c := range ACLClusterCommands {
+		b.WriteString(" +")
+		b.WriteString(c)
+	}
+	return b.String()
+}
+
 // ACLRule is the one-line rule of docs/security.md for a tenure-only user
 // named user, with password password (PASSWORD in the document), whose
 // keys and channels start with prefix: every key and channel tenure

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestReleaseForceNoticedAtOnce: a holder whose NAME is taken by "release
+// --force" stops with 77 at once, not at its next renewal (TTL/3: here,
+// with a 5m TTL, 100s away): a command, a hold, a permit and a leader
+// alone, each told by the name's release message to check its lease. No
+// renewal comes before the loss (-vv logs each), so it was the message.
+func TestReleaseForceNoticedAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		what string
+		args []string
+		want string
+	}{
+		{"a hold", []string{"run"}, `the lease on "forced-a-hold" was lost while held: its key was deleted`},
+		{"a permit", []string{"run", "-n", "2"}, `the permit of "forced-a-permit" was lost while held: its permit was removed`},
+		{"a leader", []string{"elect"}, `leadership of "forced-a-leader" (term `},
+		{"a command", []string{"run"}, `the lease on "forced-a-command" was lost while the command ran: its key was deleted`},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			name := "forced-" + strings.ReplaceAll(tc.what, " ", "-")
+			args := append(append([]string{"-vv"}, tc.args...), "--ttl", "5m", name)
+			var stderr *syncBuffer
+			var done func() int
+			if tc.what == "a command" {
+				up := filepath.Join(t.TempDir(), "up")
+				c := tenure(append(args, "sh", "-c", `echo up > "$1"; sleep 120`, "sh", up)...)
+				stderr = &syncBuffer{}
+				c.Stderr = stderr
+				startBackground(t, c)
+				waitFile(t, up, 1, 30*time.Second)
+				done = func() int { return exitOf(t, c, 60*time.Second) }
+			} else {
+				h := startHold(t, tenure(args...))
+				stderr = h.stderr
+				done = func() int { return exitOf(t, h.cmd, 60*time.Second) }
+			}
+			if code, out, errOut := result(t, tenure("release", "--force", name)); code != 0 || !strings.Contains(out, "removed") {
+				t.Fatalf("release --force: %d %s %s", code, out, errOut)
+			}
+			// 60s is well before the first renewal (100s).
+			if code := done(); code != exitLost {
+				t.Errorf("status %d, want %d; stderr: %s", code, exitLost, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) || strings.Contains(stderr.String(), "msg=renewed") {
+				t.Errorf("stderr lacks %q, or a renewal came first: %s", tc.want, stderr.String())
+			}
+			if n, _ := client(t).Exists(context.Background(), "tenure:{"+name+"}").Result(); n != 0 {
+				t.Error("the name is held again")
+			}
+		})
+	}
+}
