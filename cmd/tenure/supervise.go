@@ -14,6 +14,8 @@ import (
 
 // errNearDeadline is the cause of a stop that tenure started because no
 // renewal had moved the lease's local deadline out of --grace's reach.
+//
+//lint:ignore ST1005 it begins with a name, Redis
 var errNearDeadline = errors.New("Redis did not confirm a renewal in time (unreachable, slow or paused)")
 
 // renewFailure is what a message that says Redis did not confirm a
