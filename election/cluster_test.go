@@ -37,7 +37,7 @@ func TestClusterObserve(t *testing.T) {
 	}
 	changed := "tenure:{" + name + "}:leader:changed"
 	owner := ownerOf(ctx, t, client, changed)
-	shardSubscribed(ctx, t, cl, owner, changed)
+	shardSubscribed(ctx, t, cl, owner, changed, 1)
 
 	a.run(t)
 	if l := leaderOf(t, 10*time.Second, a); l != a {
@@ -53,10 +53,13 @@ func TestClusterObserve(t *testing.T) {
 			break
 		}
 	}
+	// Every observer there follows it: the watcher, and a's campaign's
+	// own (Run observes too).
+	listeners := subscribers(ctx, t, cl, owner, changed)
 	if err := cl.MoveSlot(ctx, backend.KeySlot(changed), to); err != nil {
 		t.Fatal(err)
 	}
-	shardSubscribed(ctx, t, cl, to.Addr(), changed)
+	shardSubscribed(ctx, t, cl, to.Addr(), changed, listeners)
 
 	b.run(t)
 	if err := a.e.Resign(ctx); err != nil {
@@ -84,25 +87,32 @@ func expectLeader(t *testing.T, observed <-chan election.Record, id string) {
 	}
 }
 
-// shardSubscribed waits until the node at addr has one sharded subscriber
-// of ch.
-func shardSubscribed(ctx context.Context, t *testing.T, cl *redistest.Cluster, addr, ch string) {
+// shardSubscribed waits until the node at addr has at least n sharded
+// subscribers of ch.
+func shardSubscribed(ctx context.Context, t *testing.T, cl *redistest.Cluster, addr, ch string, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for subscribers(ctx, t, cl, addr, ch) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s has fewer than %d sharded subscribers of %s", addr, n, ch)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// subscribers returns how many sharded subscribers of ch the node at addr
+// has.
+func subscribers(ctx context.Context, t *testing.T, cl *redistest.Cluster, addr, ch string) int64 {
 	t.Helper()
 	for _, s := range cl.Nodes() {
-		if s.Addr() != addr {
-			continue
+		if s.Addr() == addr {
+			c := s.NewClient()
+			defer c.Close()
+			return c.PubSubShardNumSub(ctx, ch).Val()[ch]
 		}
-		c := s.Client(t)
-		deadline := time.Now().Add(20 * time.Second)
-		for c.PubSubShardNumSub(ctx, ch).Val()[ch] != 1 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s has no sharded subscriber of %s", addr, ch)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		return
 	}
 	t.Fatalf("no node %s", addr)
+	return 0
 }
 
 // ownerOf returns the address of the primary that serves key.
