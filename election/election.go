@@ -141,6 +141,10 @@ type Election struct {
 	ttl    time.Duration
 	period time.Duration
 
+	// classic: the server refused sharded pub/sub (a Cluster of Redis
+	// older than 7.0), so messages are classic there too (notify.go).
+	classic atomic.Bool
+
 	mu      sync.Mutex
 	running bool
 	resign  chan struct{} // closed by Resign: the running campaign stops
@@ -403,15 +407,7 @@ func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) erro
 	}()
 
 	// Write the record while the lease holds the name, and tell observers.
-	wctx, wcancel := context.WithTimeout(lctx, e.opTimeout())
-	_, err := l.Exec(wctx, func(p redis.Pipeliner) error {
-		p.HSet(wctx, e.keys.record, "identity", rec.Identity, "fence", rec.Fence)
-		p.PExpire(wctx, e.keys.record, e.ttl)
-		p.Publish(wctx, e.keys.changed, rec.Fence)
-		return nil
-	})
-	wcancel()
-	if err != nil {
+	if err := e.writeRecord(lctx, l, rec); err != nil {
 		cancel(err)
 		e.release(l, false)
 		if cause := context.Cause(lctx); errors.Is(cause, lease.ErrClosed) {
@@ -664,19 +660,9 @@ func (e *Election) Observe(ctx context.Context) <-chan Record {
 	ch := make(chan Record)
 	go func() {
 		defer close(ch)
-		ps := e.cfg.Client.Subscribe(ctx, e.keys.changed, e.keys.released)
-		defer ps.Close()
-		// Wait for both subscriptions, so that no change after the first
-		// read goes unheard (a failure leaves the polling to catch up).
-		for range 2 {
-			sctx, cancel := context.WithTimeout(ctx, e.period)
-			_, err := ps.Receive(sctx)
-			cancel()
-			if err != nil {
-				break
-			}
-		}
-		msgs := ps.Channel()
+		ps := e.listen(ctx)
+		defer func() { _ = ps.Close() }()
+		msgs := ps.ChannelWithSubscriptions()
 		timer := time.NewTimer(e.period)
 		defer timer.Stop()
 		var (
@@ -707,7 +693,14 @@ func (e *Election) Observe(ctx context.Context) <-chan Record {
 			}
 			timer.Reset(wait)
 			select {
-			case <-msgs:
+			case m := <-msgs:
+				if s, ok := m.(*redis.Subscription); ok && s.Kind == "sunsubscribe" {
+					// The name's slot moved to another primary (a
+					// Cluster): listen there.
+					_ = ps.Close()
+					ps = e.listen(ctx)
+					msgs = ps.ChannelWithSubscriptions()
+				}
 			case <-timer.C:
 			case <-ctx.Done():
 				return

@@ -9,11 +9,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/backend"
 )
 
 // notifier wakes waiters when the names they wait for are released: one
 // pub/sub connection per manager serves every waiter (docs/design.md
-// section 5). It subscribes to a name's channel while someone waits for it.
+// section 5), or on a Cluster one per primary that owns a channel waited
+// on (sharded mode, notify_shard.go). It subscribes to a name's channel
+// while someone waits for it.
 //
 // A message wakes one barging waiter of the manager: it tries, and wins
 // unless a waiter elsewhere was quicker, in which case the name is held
@@ -43,8 +47,11 @@ import (
 //     never sends an UNSUBSCRIBE and a SUBSCRIBE decided in one order in
 //     the other.
 //   - The receiver goroutine reads the connection and wakes waiters.
+//   - In sharded mode (sh is set) ps, reopen, subscribed and the receiver
+//     are unused: notify_shard.go says who owns what there.
 type notifier struct {
 	client redis.UniversalClient
+	sh     *shards // sharded mode: a Cluster's (notify_shard.go); nil otherwise
 
 	mu      sync.Mutex
 	ps      *redis.PubSub
@@ -87,9 +94,13 @@ type waiter struct {
 }
 
 func newNotifier(client redis.UniversalClient) *notifier {
-	return &notifier{client: client, chans: map[string]*subscription{}, dirty: map[string]bool{},
+	n := &notifier{client: client, chans: map[string]*subscription{}, dirty: map[string]bool{},
 		subscribed: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{}),
 		subscriber: make(chan struct{}), receiver: make(chan struct{})}
+	if backend.Sharded(client) {
+		n.sh = newShards(client.(*redis.ClusterClient))
+	}
+	return n
 }
 
 // register adds a waiter for channel. armed reports that the channel's
@@ -106,9 +117,13 @@ func (n *notifier) register(channel string, fair bool, arrival int64, limit int)
 	}
 	if !n.started {
 		n.started = true
-		n.ps = n.client.Subscribe(context.Background()) // connects on first use
-		go n.subscribe()
-		go n.receive()
+		if n.sh != nil {
+			go n.subscribeShards()
+		} else {
+			n.ps = n.client.Subscribe(context.Background()) // connects on first use
+			go n.subscribe()
+			go n.receive()
+		}
 	}
 	w = &waiter{fair: fair, limit: limit, arrival: arrival, wake: make(chan struct{}, 1)}
 	if !fair {
@@ -386,11 +401,10 @@ func (n *notifier) redirty(channels []string) {
 // close, and has it replaced when it goes quiet and does not answer a ping.
 func (n *notifier) receive() {
 	defer close(n.receiver)
-	const idle = 2 * time.Second // then a ping: a dead connection is replaced within two of these
 	pinged := false
 	for {
 		ps := n.conn()
-		msg, err := ps.ReceiveTimeout(context.Background(), idle)
+		msg, err := ps.ReceiveTimeout(context.Background(), pubsubIdle)
 		if n.deliver(msg) {
 			return // closed
 		}
@@ -487,6 +501,10 @@ func (n *notifier) close() {
 		return
 	}
 	<-n.subscriber // no round trip of its own is under way, nor will be
+	if n.sh != nil {
+		n.closeShards()
+		return
+	}
 	_ = n.conn().Close()
 	<-n.receiver
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -30,8 +31,13 @@ func watchReleases(cs *conns, prefix string, l *lease.Lease, ttl time.Duration, 
 	poke := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	for _, n := range cs.nodes {
-		// Every quorum node gets release --force's message.
-		ps := n.c.Subscribe(ctx, channel)
+		// Every quorum node gets release --force's message; on a Cluster
+		// it is a sharded message, heard on the name's primary alone.
+		subscribe := n.c.Subscribe
+		if backend.Sharded(n.c) {
+			subscribe = n.c.SSubscribe
+		}
+		ps := subscribe(ctx, channel)
 		wg.Go(func() { listen(ctx, ps, poke) })
 	}
 	wg.Go(func() {

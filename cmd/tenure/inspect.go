@@ -16,6 +16,7 @@ import (
 
 	"github.com/tenure-go/tenure/election"
 	tenureinspect "github.com/tenure-go/tenure/inspect"
+	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -534,7 +535,15 @@ func scanNames(ctx context.Context, c redis.UniversalClient, prefix, pattern str
 // waiters, atomically; it returns what it removed. A semaphore's permits
 // (a sorted set of tokens) take their fences' hash, KEYS[3], with them;
 // the tokens come back for their holder identities, which alone are shown.
-var forceRelease = redis.NewScript(`
+// The message goes as the library's scripts send theirs (publish(), from
+// backend.PublishLua): sharded on a Cluster, where a classic one would
+// cost every node.
+var forceRelease = releaseScripts{
+	classic: redis.NewScript(backend.PublishLua(false) + forceReleaseSrc),
+	sharded: redis.NewScript(backend.PublishLua(true) + forceReleaseSrc),
+}
+
+const forceReleaseSrc = `
 local t = redis.call('TYPE', KEYS[1]).ok
 if t == 'none' then return {t} end
 local ttl = redis.call('PTTL', KEYS[1])
@@ -546,9 +555,20 @@ if t == 'zset' then
   redis.call('DEL', KEYS[3])
 end
 redis.call('DEL', KEYS[1])
-redis.call('PUBLISH', ARGV[1], 'released')
+publish(ARGV[1])
 return {t, ttl, redis.call('GET', KEYS[2]) or '0', owners}
-`)
+`
+
+// releaseScripts is a script built for each kind of release message.
+type releaseScripts struct{ classic, sharded *redis.Script }
+
+// Run runs the script c's deployment takes (backend.Sharded).
+func (s releaseScripts) Run(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *redis.Cmd {
+	if backend.Sharded(c) {
+		return s.sharded.Run(ctx, c, keys, args...)
+	}
+	return s.classic.Run(ctx, c, keys, args...)
+}
 
 func newReleaseCmd(g *globals) *cobra.Command {
 	var force bool

@@ -24,7 +24,9 @@ var (
 	queueSrc string
 	// letgo.lua defines the functions of letting go of a permit or a
 	// place in the queue, which renew.lua, release.lua, abandon.lua and
-	// leave.lua call.
+	// leave.lua call; publish.lua and spublish.lua define publish(), which
+	// letgo.lua's wake() and release.lua and downgrade.lua call
+	// (pubsub.go).
 	//go:embed scripts/letgo.lua
 	letgoSrc string
 	//go:embed scripts/acquire.lua
@@ -50,14 +52,10 @@ var (
 
 	acquireScript     = newScript(fenceSrc + queueSrc + acquireSrc)
 	permitScript      = newScript(fenceSrc + queueSrc + permitSrc)
-	renewScript       = newScript(letgoSrc + renewSrc)
+	renewScript       = newScript(publishSrc + letgoSrc + renewSrc) // publishes nothing
 	renewLeasesScript = newScript(renewLeasesSrc)
-	releaseScript     = newScript(letgoSrc + releaseSrc)
-	abandonScript     = newScript(letgoSrc + abandonSrc)
-	leaveScript       = newScript(letgoSrc + leaveSrc)
 	reenterScript     = newScript(reenterSrc)
 	availableScript   = newScript(availableSrc)
-	downgradeScript   = newScript(fenceSrc + letgoSrc + downgradeSrc)
 )
 
 // Layout is the key layout, kept in internal/keys with the name rules so
@@ -91,11 +89,15 @@ type Redis struct {
 	// noNodeBatch: the Cluster's servers cannot run renew_node.lua
 	// (before Redis 7.0): renewals are batched by slot instead.
 	noNodeBatch atomic.Bool
+
+	// The scripts that publish release messages, built for the client's
+	// kind of pub/sub (pubsub.go).
+	pub *publishers
 }
 
 // NewRedis returns a Redis backend storing keys under prefix.
 func NewRedis(client redis.UniversalClient, prefix string) *Redis {
-	return &Redis{client: client, layout: Layout{Prefix: prefix}, batch: batchModeOf(client)}
+	return &Redis{client: client, layout: Layout{Prefix: prefix}, batch: batchModeOf(client), pub: publishersFor(client)}
 }
 
 // Acquire runs acquire.lua (permit.lua for a permit): one round trip once
@@ -208,7 +210,7 @@ func (r *Redis) Abandon(ctx context.Context, req Request) error {
 			args = append(args, k)
 		}
 	}
-	err := abandonScript.Run(ctx, r.client, keys, args...).Err()
+	err := r.pub.abandon.Run(ctx, r.client, keys, args...).Err()
 	if err != nil {
 		return fmt.Errorf("abandon script: %w", err)
 	}
@@ -223,7 +225,7 @@ func (r *Redis) Leave(ctx context.Context, req Request) error {
 	if k := weight(req.Permits); k != "" {
 		args = append(args, k)
 	}
-	if err := leaveScript.Run(ctx, r.client, keys, args...).Err(); err != nil {
+	if err := r.pub.leave.Run(ctx, r.client, keys, args...).Err(); err != nil {
 		return fmt.Errorf("leave script: %w", err)
 	}
 	return nil
@@ -251,7 +253,7 @@ func (r *Redis) Available(ctx context.Context, name string, n int) (free, limit 
 func (r *Redis) Downgrade(ctx context.Context, w Item, req Request) (int64, error) {
 	n := req.Name
 	keys := []string{r.layout.Lease(n), r.layout.Fence(n), r.layout.Retired(n, req.Token), r.layout.Permits(n)}
-	f, err := downgradeScript.Run(ctx, r.client, keys, w.Token, req.Token, ms(req.TTL), req.Limit).Int64()
+	f, err := r.pub.downgrade.Run(ctx, r.client, keys, w.Token, req.Token, ms(req.TTL), req.Limit).Int64()
 	switch {
 	case err != nil:
 		return 0, fmt.Errorf("downgrade script: %w", err)
@@ -305,14 +307,14 @@ func (r *Redis) renewArgs(it Item) ([]string, scriptArgs) {
 
 // Release runs release.lua for every item in one pipeline.
 func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
-	r.pipelined(ctx, releaseScript, items, errs, r.releaseArgs, scriptResult)
+	r.pipelined(ctx, r.pub.release, items, errs, r.releaseArgs, scriptResult)
 }
 
 // ReleaseOne is Release of one item, without the slices (see ReleaseOne).
 func (r *Redis) ReleaseOne(ctx context.Context, it Item) error {
 	keys, args := r.releaseArgs(it)
-	a := append(releaseScript.call(keys, args.n), args.slice()...)
-	return scriptResult(releaseScript.send(ctx, r.client, a))
+	a := append(r.pub.release.call(keys, args.n), args.slice()...)
+	return scriptResult(r.pub.release.send(ctx, r.client, a))
 }
 
 // releaseArgs are release.lua's keys and arguments for one item: a lease

@@ -29,8 +29,8 @@ var ACLCommands = []string{
 	"watch", "unwatch", "multi", "exec",
 	// WithReplicaAcks.
 	"wait",
-	// Release messages.
-	"publish", "subscribe", "unsubscribe",
+	// Release messages: classic, and sharded on a Cluster.
+	"publish", "subscribe", "unsubscribe", "spublish", "ssubscribe", "sunsubscribe",
 	// tenure list.
 	"scan",
 }

@@ -154,6 +154,107 @@ func (c *Cluster) Client(tb testing.TB) *redis.ClusterClient {
 // Stop stops every node; it is idempotent.
 func (c *Cluster) Stop() error { return stopAll(c.nodes) }
 
+// MoveSlot moves slot, keys and all, from the primary that serves it to
+// the primary to, as a resharding does: CLUSTER SETSLOT IMPORTING on to,
+// MIGRATING on the source, MIGRATE of its keys, then SETSLOT NODE on every
+// primary. Clients of the source that subscribed to the slot's sharded
+// channels are unsubscribed by the source (Redis 7.0 and later).
+func (c *Cluster) MoveSlot(ctx context.Context, slot int, to *Server) error {
+	dst := to.NewClient()
+	defer dst.Close()
+	nodes, err := clusterNodes(ctx, dst)
+	if err != nil {
+		return err
+	}
+	ids := map[string]string{}
+	var primaries []string
+	for _, n := range nodes {
+		addr, _, _ := strings.Cut(n.addr, "@")
+		ids[addr] = n.id
+		if n.has("master") && !n.has("fail") {
+			primaries = append(primaries, addr)
+		}
+	}
+	src, err := slotOwner(ctx, dst, slot)
+	if err != nil {
+		return err
+	}
+	if src == to.Addr() {
+		return nil
+	}
+	srcC := c.clientOf(src)
+	defer srcC.Close()
+	steps := []struct {
+		c    *redis.Client
+		args []any
+	}{
+		{dst, []any{"CLUSTER", "SETSLOT", slot, "IMPORTING", ids[src]}},
+		{srcC, []any{"CLUSTER", "SETSLOT", slot, "MIGRATING", ids[to.Addr()]}},
+	}
+	for _, st := range steps {
+		if err := st.c.Do(ctx, st.args...).Err(); err != nil {
+			return fmt.Errorf("%v on %s: %w", st.args, st.c.Options().Addr, err)
+		}
+	}
+	if err := migrateKeys(ctx, srcC, slot, to); err != nil {
+		return err
+	}
+	for _, addr := range primaries {
+		p := c.clientOf(addr)
+		err := p.Do(ctx, "CLUSTER", "SETSLOT", slot, "NODE", ids[to.Addr()]).Err()
+		_ = p.Close()
+		if err != nil {
+			return fmt.Errorf("CLUSTER SETSLOT %d NODE on %s: %w", slot, addr, err)
+		}
+	}
+	return nil
+}
+
+// clientOf returns a client of the node at addr.
+func (c *Cluster) clientOf(addr string) *redis.Client {
+	for _, s := range c.nodes {
+		if s.Addr() == addr {
+			return s.NewClient()
+		}
+	}
+	return redis.NewClient(&redis.Options{Addr: addr})
+}
+
+// slotOwner returns the address of the primary that serves slot, as cl's
+// node sees it.
+func slotOwner(ctx context.Context, cl *redis.Client, slot int) (string, error) {
+	ranges, err := cl.ClusterSlots(ctx).Result()
+	if err != nil {
+		return "", err
+	}
+	for _, r := range ranges {
+		if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
+			return r.Nodes[0].Addr, nil
+		}
+	}
+	return "", fmt.Errorf("slot %d is served by no node", slot)
+}
+
+// migrateKeys moves every key of slot from src to to, in batches.
+func migrateKeys(ctx context.Context, src *redis.Client, slot int, to *Server) error {
+	for {
+		keys, err := src.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		if err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return nil
+		}
+		args := []any{"MIGRATE", "127.0.0.1", to.Port(), "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if err := src.Do(ctx, args...).Err(); err != nil {
+			return fmt.Errorf("MIGRATE of slot %d's keys: %w", slot, err)
+		}
+	}
+}
+
 // form turns the started nodes into a cluster.
 func (c *Cluster) form() error {
 	ctx, cancel := context.WithTimeout(context.Background(), groupReadyTimeout)

@@ -20,7 +20,8 @@
 --          0 when ARGV[1] does not hold the name: nothing is touched;
 --         -2 when the read permit's request was abandoned (abandon.lua
 --            ran): nothing is touched.
--- fence() is fence.lua's, server_ms() letgo.lua's, both prepended.
+-- fence() is fence.lua's, server_ms() letgo.lua's, publish() publish.lua's
+-- or spublish.lua's, all prepended.
 if redis.call('EXISTS', KEYS[3]) == 1 then
   return -2
 end
@@ -46,5 +47,5 @@ redis.call('ZADD', KEYS[1], now_ms + ttl, ARGV[2])
 redis.call('HSET', KEYS[4], ARGV[2], string.format('%.0f', f), 'n', ARGV[4])
 redis.call('PEXPIRE', KEYS[1], ttl)
 redis.call('PEXPIRE', KEYS[4], ttl)
-redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
+publish(KEYS[1] .. ':released')
 return f

@@ -1,7 +1,8 @@
 -- letgo.lua: what letting go of a permit or of a place in the fair queue
 -- does, shared by renew.lua, release.lua, abandon.lua and leave.lua
--- (internal/backend prepends this file to each of them; it defines
--- functions and runs nothing).
+-- (internal/backend prepends this file to each of them, after publish.lua
+-- or spublish.lua, whose publish() wake calls; it defines functions and
+-- runs nothing).
 --
 -- A semaphore's set (and its P{N}:permits hash, with the N it stores in
 -- field 'n') lives exactly as long as its latest permit: permit.lua and renew.lua only ever raise the set's TTL
@@ -50,7 +51,7 @@ end
 local function wake(key, channel)
   local kind = redis.call('TYPE', key)['ok']
   if kind == 'none' or kind == 'zset' then
-    redis.call('PUBLISH', channel, 'released')
+    publish(channel)
     return 1
   end
   return 0

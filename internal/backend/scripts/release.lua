@@ -19,7 +19,8 @@
 -- Returns  1 when ARGV[1] held the name: a lease is deleted; a reentrant
 --            lock's owner count goes down, and at zero the owner's field goes,
 --            and with the last owner the key. When the name became free a
---            message is published on the release channel.
+--            message is published on the release channel (publish() is
+--            publish.lua's, or spublish.lua's on a Cluster, prepended).
 --            A permit leaves the semaphore's set, and a message is published
 --            (a permit is free, whoever else holds one); the set then lives
 --            as long as its latest permit left, or goes with the last one
@@ -44,7 +45,7 @@ if not ARGV[3] then
   end
   redis.call('DEL', KEYS[1])
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-  redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
+  publish(KEYS[1] .. ':released')
   return 1
 end
 if ARGV[3] == 'z' then
@@ -60,7 +61,7 @@ if ARGV[3] == 'z' then
     return 0
   end
   redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-  redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
+  publish(KEYS[1] .. ':released')
   return 1
 end
 if redis.call('EXISTS', KEYS[2]) == 1 then
@@ -79,6 +80,6 @@ end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
 if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('PUBLISH', KEYS[1] .. ':released', 'released')
+  publish(KEYS[1] .. ':released')
 end
 return 1

@@ -1,0 +1,498 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/backend"
+)
+
+// The notifier's sharded mode, for a manager over a Redis Cluster
+// (backend.Sharded). On a Cluster the scripts publish release messages with
+// SPUBLISH (Redis 7.0 and later), which reaches only the nodes of the
+// channel's slot, and a node delivers it only to its own SSUBSCRIBE
+// subscribers of that channel: a release costs nothing on the nodes that
+// do not own the name. A go-redis ClusterClient pub/sub connection serves
+// the slot of its first channel only, and on reconnection resubscribes all
+// its channels in one command, which a Cluster refuses across slots. So
+// the notifier keeps a pub/sub connection of its own per primary that owns
+// a channel waited on (a shardConn), subscribes each channel on its owner,
+// and reconnects by itself:
+//
+//   - A connection that fails (broken, a ping unanswered, an error reply
+//     other than MOVED) is retired: closed, and its channels subscribed
+//     anew on their owners once the Cluster's slot map is reloaded (a
+//     failover).
+//   - A channel the server unsubscribes (sunsubscribe, when its slot moves
+//     to another primary, or its primary becomes a replica in a manual
+//     failover) or refuses (MOVED: the slot map was stale) is subscribed
+//     anew on its owner, after a reload. The node that let it go is
+//     avoided for a few tries while the slot map still names it: a map
+//     reloaded from a node that has not heard of the change yet is stale
+//     too, and a demoted primary takes SSUBSCRIBE (as a replica of the
+//     slot's new primary it hears the slot's messages) but is not the
+//     slot's owner, where the notifier keeps each subscription.
+//   - After each such event the subscriber waits a little before it
+//     subscribes again (50ms, doubling to 2s while events keep coming and
+//     no subscription is confirmed), so that the reload can land and a
+//     Cluster that is down is not hammered. The waiters of a channel that
+//     lost its subscription are woken once it is confirmed anew, to look
+//     for themselves: a message published meanwhile went unheard. Not
+//     before: its primary may be down, and a failed attempt ends a wait.
+//   - A primary that does not know SSUBSCRIBE (Redis 6.2, where
+//     spublish.lua publishes classic messages, which a Cluster carries to
+//     every node) is subscribed with SUBSCRIBE.
+//   - A connection stays open, idle or not, until it fails or the
+//     notifier closes: there are few primaries, and waits come and go.
+//
+// Who owns what, besides notify.go's rules (mu guards the waiters and what
+// they want; no round trip is made under it):
+//   - The subscriber goroutine alone makes, writes to and retires shard
+//     connections, and alone knows which channel is subscribed where:
+//     everything in shards but events, confirmed and the receivers'
+//     WaitGroup.
+//   - Each shard connection has a receiver goroutine of its own, which
+//     reads it, wakes waiters, pings it when quiet, and reports to the
+//     subscriber (events, under mu) a failure, a MOVED, or a channel the
+//     server dropped. It returns once its connection has failed or been
+//     retired, or the notifier closed.
+type shards struct {
+	cluster *redis.ClusterClient
+
+	// The subscriber's.
+	conns   map[string]*shardConn // by primary address
+	placed  map[string]*shardConn // channel -> where it is subscribed
+	avoid   map[string]*avoidance // channel -> the node that let it go
+	classic map[string]bool       // addresses that refused SSUBSCRIBE
+	fails   int                   // events since the last confirmation
+	hold    time.Time             // no SSUBSCRIBE before this
+	retry   *time.Timer           // pokes the subscriber at hold
+
+	// Guarded by notifier.mu.
+	events    []shardEvent
+	confirmed bool // a subscription was confirmed since the subscriber looked
+
+	receivers sync.WaitGroup
+}
+
+// shardConn is a pub/sub connection to one primary.
+type shardConn struct {
+	addr    string
+	ps      *redis.PubSub
+	classic bool // SUBSCRIBE: the primary refused SSUBSCRIBE
+
+	// Guarded by notifier.mu.
+	retired bool           // its receiver stops
+	unsubs  map[string]int // SUNSUBSCRIBEs sent, by channel, not yet answered
+}
+
+// avoidance is a node that let a channel go, and how many times the slot
+// map has named it since.
+type avoidance struct {
+	addr  string
+	tries int
+}
+
+// avoidTries bounds how many times a channel waits for the slot map to
+// stop naming the node that let it go; then that node is taken at its
+// word.
+const avoidTries = 5
+
+// shardEvent is a receiver's report: channel was dropped by the server,
+// or, when channel is "", the connection answered err.
+type shardEvent struct {
+	sc      *shardConn
+	channel string
+	err     error
+}
+
+const (
+	// pubsubIdle is how long a pub/sub connection may be quiet before it
+	// is pinged: a dead one is replaced within two of these.
+	pubsubIdle = 2 * time.Second
+	// The wait before subscribing again after a failure, doubled per
+	// failure up to the most.
+	shardRetryFirst = 50 * time.Millisecond
+	shardRetryMost  = 2 * time.Second
+)
+
+func newShards(c *redis.ClusterClient) *shards {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &shards{cluster: c, conns: map[string]*shardConn{}, placed: map[string]*shardConn{},
+		avoid: map[string]*avoidance{}, classic: map[string]bool{}, retry: t}
+}
+
+// subscribeShards is the subscriber goroutine of the sharded mode.
+func (n *notifier) subscribeShards() {
+	defer close(n.subscriber)
+	defer n.sh.retry.Stop()
+	for {
+		select {
+		case <-n.kick:
+		case <-n.sh.retry.C:
+		case <-n.done:
+			return
+		}
+		n.reconcileShards()
+	}
+}
+
+// reconcileShards handles the receivers' reports, then makes the servers'
+// subscriptions what the waiters want.
+func (n *notifier) reconcileShards() {
+	sh := n.sh
+	events, confirmed := n.takeEvents()
+	if confirmed {
+		sh.fails = 0
+	}
+	if len(events) > 0 {
+		var lost []string
+		for _, ev := range events {
+			lost = append(lost, n.shardEvent(ev)...)
+		}
+		n.lose(lost)
+		n.backOff()
+	}
+	hold := time.Now().Before(sh.hold)
+	add, drop := n.takeShardWork(hold)
+	n.unsubscribeShards(drop)
+	n.subscribeShardChannels(add)
+	if n.pending() {
+		sh.retry.Reset(time.Until(sh.hold))
+	}
+}
+
+// shardEvent handles one report; it returns the channels that lost their
+// subscription.
+func (n *notifier) shardEvent(ev shardEvent) (lost []string) {
+	sh := n.sh
+	if sh.conns[ev.sc.addr] != ev.sc {
+		return nil // retired already
+	}
+	if ev.channel != "" {
+		if sh.placed[ev.channel] == ev.sc {
+			lost = append(lost, ev.channel)
+		}
+		return n.letGo(ev.sc, lost)
+	}
+	if slot, ok := movedSlot(ev.err); ok {
+		for ch, sc := range sh.placed {
+			if sc == ev.sc && backend.KeySlot(ch) == slot {
+				lost = append(lost, ch)
+			}
+		}
+		return n.letGo(ev.sc, lost)
+	}
+	if backend.UnknownCommand(ev.err) {
+		sh.classic[ev.sc.addr] = true
+	} else {
+		delete(sh.classic, ev.sc.addr) // perhaps upgraded since
+	}
+	return n.retire(ev.sc)
+}
+
+// letGo takes channels off sc, which let them go, and has them avoid sc.
+func (n *notifier) letGo(sc *shardConn, channels []string) []string {
+	for _, ch := range channels {
+		delete(n.sh.placed, ch)
+		n.sh.avoid[ch] = &avoidance{addr: sc.addr}
+	}
+	return channels
+}
+
+// movedSlot returns the slot of a MOVED error reply ("MOVED 3999
+// 127.0.0.1:6381").
+func movedSlot(err error) (int, bool) {
+	if _, ok := redis.IsMovedError(err); !ok {
+		return 0, false
+	}
+	f := strings.Fields(err.Error())
+	if len(f) < 2 {
+		return 0, false
+	}
+	slot, e := strconv.Atoi(f[1])
+	return slot, e == nil
+}
+
+// retire closes sc and returns the channels it served.
+func (n *notifier) retire(sc *shardConn) (lost []string) {
+	sh := n.sh
+	delete(sh.conns, sc.addr)
+	for ch, p := range sh.placed {
+		if p == sc {
+			delete(sh.placed, ch)
+			lost = append(lost, ch)
+		}
+	}
+	n.mu.Lock()
+	sc.retired = true
+	n.mu.Unlock()
+	_ = sc.ps.Close()
+	return lost
+}
+
+// backOff reloads the slot map and holds new subscriptions back for a
+// while, longer after each failure.
+func (n *notifier) backOff() {
+	sh := n.sh
+	sh.cluster.ReloadState(context.Background())
+	sh.fails++
+	d := shardRetryMost
+	if sh.fails < 8 {
+		d = min(shardRetryFirst<<(sh.fails-1), shardRetryMost)
+	}
+	sh.hold = time.Now().Add(d)
+}
+
+// takeEvents empties the receivers' reports.
+func (n *notifier) takeEvents() (events []shardEvent, confirmed bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	events, confirmed = n.sh.events, n.sh.confirmed
+	n.sh.events, n.sh.confirmed = nil, false
+	return events, confirmed
+}
+
+// lose marks channels that lost their subscription: to be subscribed
+// again, and unconfirmed until then. Their waiters are not woken now: the
+// node may be down (a failover), and an attempt that fails ends a wait.
+// The new subscription's confirmation wakes them, for a release may have
+// gone unheard meanwhile.
+func (n *notifier) lose(channels []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for _, ch := range channels {
+		if s := n.chans[ch]; s != nil {
+			s.armed = false
+		}
+		n.dirty[ch] = true
+	}
+}
+
+// takeShardWork empties the to-do list: the channels waited on that are
+// not subscribed (left on the list while hold), and those subscribed that
+// nobody waits on.
+func (n *notifier) takeShardWork(hold bool) (add, drop []string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for ch := range n.dirty {
+		want, placed := n.chans[ch] != nil && !n.closed, n.sh.placed[ch] != nil
+		switch {
+		case want && !placed && hold:
+			continue
+		case want && !placed:
+			add = append(add, ch)
+		case !want && placed:
+			drop = append(drop, ch)
+		}
+		if !want {
+			delete(n.sh.avoid, ch)
+		}
+		delete(n.dirty, ch)
+	}
+	return add, drop
+}
+
+// pending reports whether channels wait on the to-do list.
+func (n *notifier) pending() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.dirty) > 0
+}
+
+// unsubscribeShards unsubscribes channels nobody waits on. A failed write
+// is the connection's failure, which its receiver reports.
+func (n *notifier) unsubscribeShards(drop []string) {
+	if len(drop) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	scs := make([]*shardConn, len(drop))
+	n.mu.Lock()
+	for i, ch := range drop {
+		scs[i] = n.sh.placed[ch]
+		delete(n.sh.placed, ch)
+		if !scs[i].classic {
+			scs[i].unsubs[ch]++ // its answer is no news (deliverShard)
+		}
+	}
+	n.mu.Unlock()
+	for i, ch := range drop {
+		sc := scs[i]
+		if sc.classic {
+			_ = sc.ps.Unsubscribe(ctx, ch)
+		} else if err := sc.ps.SUnsubscribe(ctx, ch); err != nil && n.sh.conns[sc.addr] == sc {
+			// The answer may never come, or come on a new connection
+			// of go-redis's: start over on one of ours.
+			n.lose(n.retire(sc))
+		}
+	}
+}
+
+// subscribeShardChannels subscribes channels on their owners, one command
+// each (a Cluster refuses one across slots). At the first failure it
+// stops, and the channels left wait for the next try.
+func (n *notifier) subscribeShardChannels(add []string) {
+	if len(add) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for i, ch := range add {
+		sc, err := n.shardFor(ctx, ch)
+		if err == nil && n.stale(ch, sc) {
+			err, sc = errStaleMap, nil
+		}
+		if err == nil {
+			if sc.classic {
+				err = sc.ps.Subscribe(ctx, ch)
+			} else {
+				err = sc.ps.SSubscribe(ctx, ch)
+			}
+		}
+		if err != nil {
+			lost := add[i:]
+			if sc != nil {
+				lost = append(lost, n.retire(sc)...)
+			}
+			n.lose(lost)
+			n.backOff()
+			return
+		}
+		n.sh.placed[ch] = sc
+		delete(n.sh.avoid, ch)
+	}
+}
+
+// errStaleMap: the slot map names, as a channel's owner, the node that let
+// the channel go.
+var errStaleMap = errors.New("lease: stale slot map")
+
+// stale reports whether sc is the node that let channel go, and the slot
+// map has not named it more than avoidTries times since.
+func (n *notifier) stale(channel string, sc *shardConn) bool {
+	a := n.sh.avoid[channel]
+	if a == nil || a.addr != sc.addr {
+		return false
+	}
+	a.tries++
+	return a.tries <= avoidTries
+}
+
+// shardFor returns the connection to the primary that owns channel's slot,
+// opened (with its receiver) if need be.
+func (n *notifier) shardFor(ctx context.Context, channel string) (*shardConn, error) {
+	sh := n.sh
+	node, err := sh.cluster.MasterForKey(ctx, channel)
+	if err != nil {
+		return nil, err
+	}
+	addr := node.Options().Addr
+	if sc := sh.conns[addr]; sc != nil {
+		return sc, nil
+	}
+	sc := &shardConn{addr: addr, ps: node.Subscribe(context.Background()), classic: sh.classic[addr], unsubs: map[string]int{}}
+	sh.conns[addr] = sc
+	sh.receivers.Add(1)
+	go n.receiveShard(sc)
+	return sc, nil
+}
+
+// receiveShard is sc's receiver goroutine.
+func (n *notifier) receiveShard(sc *shardConn) {
+	defer n.sh.receivers.Done()
+	pinged := false
+	for {
+		msg, err := sc.ps.ReceiveTimeout(context.Background(), pubsubIdle)
+		if n.deliverShard(sc, msg) {
+			return
+		}
+		var ne net.Error
+		timeout := errors.As(err, &ne) && ne.Timeout()
+		_, moved := movedSlot(err)
+		switch {
+		case err == nil:
+			pinged = false
+		case moved:
+			n.report(shardEvent{sc: sc, err: err}) // the connection serves on
+		case timeout && !pinged:
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			pinged = sc.ps.Ping(ctx) == nil
+			cancel()
+			if !pinged {
+				n.report(shardEvent{sc: sc, err: err})
+				return
+			}
+		default:
+			// Broken, silent, or an error reply that names no channel:
+			// the subscriber retires sc.
+			n.report(shardEvent{sc: sc, err: err})
+			return
+		}
+	}
+}
+
+// report hands the subscriber ev, unless sc is retired or the notifier
+// closed.
+func (n *notifier) report(ev shardEvent) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || ev.sc.retired {
+		return
+	}
+	n.sh.events = append(n.sh.events, ev)
+	n.poke()
+}
+
+// deliverShard wakes the waiters msg concerns, and reports a channel the
+// server dropped; it reports whether sc's receiver must stop.
+func (n *notifier) deliverShard(sc *shardConn, msg any) (stop bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed || sc.retired {
+		return true
+	}
+	switch msg := msg.(type) {
+	case *redis.Message:
+		if s := n.chans[msg.Channel]; s != nil {
+			s.wakeOne()
+		}
+	case *redis.Subscription:
+		s := n.chans[msg.Channel]
+		switch {
+		case msg.Kind == "sunsubscribe" && sc.unsubs[msg.Channel] > 0:
+			// The answer to an SUNSUBSCRIBE of the subscriber's.
+			if sc.unsubs[msg.Channel]--; sc.unsubs[msg.Channel] == 0 {
+				delete(sc.unsubs, msg.Channel)
+			}
+		case msg.Kind == "sunsubscribe":
+			// The server let the channel go: its slot moved away. The
+			// subscriber knows whether it was still subscribed here.
+			n.sh.events = append(n.sh.events, shardEvent{sc: sc, channel: msg.Channel})
+			n.poke()
+		case s != nil && (msg.Kind == "ssubscribe" || msg.Kind == "subscribe"):
+			s.armed = true
+			s.wakeAll()
+			n.sh.confirmed = true
+		}
+	}
+	return false
+}
+
+// closeShards closes every connection and waits for the receivers; the
+// subscriber has returned.
+func (n *notifier) closeShards() {
+	for _, sc := range n.sh.conns {
+		_ = sc.ps.Close()
+	}
+	n.sh.receivers.Wait()
+}
