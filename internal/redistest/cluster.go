@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -223,13 +225,24 @@ func (c *Cluster) clientOf(addr string) *redis.Client {
 // slotOwner returns the address of the primary that serves slot, as cl's
 // node sees it.
 func slotOwner(ctx context.Context, cl *redis.Client, slot int) (string, error) {
-	ranges, err := cl.ClusterSlots(ctx).Result()
+	shards, err := cl.ClusterShards(ctx).Result()
 	if err != nil {
 		return "", err
 	}
-	for _, r := range ranges {
-		if slot >= r.Start && slot <= r.End && len(r.Nodes) > 0 {
-			return r.Nodes[0].Addr, nil
+	for _, sh := range shards {
+		for _, r := range sh.Slots {
+			if int64(slot) < r.Start || int64(slot) > r.End {
+				continue
+			}
+			for _, n := range sh.Nodes {
+				if n.Role == "master" {
+					port := n.Port
+					if port == 0 { // a TLS-only node
+						port = n.TLSPort
+					}
+					return net.JoinHostPort(n.IP, strconv.FormatInt(port, 10)), nil
+				}
+			}
 		}
 	}
 	return "", fmt.Errorf("slot %d is served by no node", slot)
