@@ -153,14 +153,8 @@ func TestClusterBraceNames(t *testing.T) {
 // renewed one lease; renew_node.lua renews a node's leases in one call.
 func batchedByNode(t *testing.T, cc *redis.ClusterClient) {
 	ctx := context.Background()
-	h := &renewHook{layout: keys.Layout{Prefix: tlease.DefaultKeyPrefix}}
-	cc.AddHook(h)
 	const ttl = time.Second
-	m, err := tlease.New(cc, tlease.WithTTL(ttl), tlease.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
+	m, h := hookedManager(t, cc, ttl)
 	var held []*tlease.Lease
 	for i := range 600 {
 		l, err := m.TryAcquire(ctx, fmt.Sprint("spread-", i))
@@ -257,16 +251,11 @@ func slotIsKeyslot(t *testing.T, node *redis.Client) {
 // calls renewed several leases.
 func braceLeasesKept(t *testing.T, cc *redis.ClusterClient) {
 	ctx := context.Background()
-	h := &renewHook{layout: keys.Layout{Prefix: tlease.DefaultKeyPrefix}}
-	cc.AddHook(h)
 	const ttl = time.Second
-	m, err := tlease.New(cc, tlease.WithTTL(ttl), tlease.WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.Close() })
+	m, h := hookedManager(t, cc, ttl)
 	held := make([]*tlease.Lease, len(braceNames))
 	for i, n := range braceNames {
+		var err error
 		if held[i], err = m.Acquire(ctx, n); err != nil {
 			t.Fatalf("%q: %v", n, err)
 		}
@@ -289,6 +278,20 @@ func braceLeasesKept(t *testing.T, cc *redis.ClusterClient) {
 			t.Errorf("%q: release: %v", l.Name(), err)
 		}
 	}
+}
+
+// hookedManager returns a manager of ttl over cc, and the hook that counts
+// the script calls cc sends.
+func hookedManager(t *testing.T, cc *redis.ClusterClient, ttl time.Duration) (*tlease.Manager, *renewHook) {
+	t.Helper()
+	h := &renewHook{layout: keys.Layout{Prefix: tlease.DefaultKeyPrefix}}
+	cc.AddHook(h)
+	m, err := tlease.New(cc, tlease.WithTTL(ttl), tlease.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	return m, h
 }
 
 // renewHook counts, of the script calls a client sends, those given the
