@@ -273,46 +273,17 @@ func Leading(ctx context.Context) (Record, bool) {
 // returns it, and errors.As finds go-redis's redis.Error in it. A lost
 // leadership is followed by a new campaign.
 func (e *Election) Run(ctx context.Context, cb Callbacks) error {
-	if e.cfg.Manager == nil {
-		return fmt.Errorf("%w: Run needs a Manager", ErrInvalidConfig)
+	if err := e.checkRun(cb); err != nil {
+		return err
 	}
-	if e.cfg.Identity == "" {
-		return fmt.Errorf("%w: Run needs an Identity", ErrInvalidConfig)
+	resign, err := e.startRunning()
+	if err != nil {
+		return err
 	}
-	if cb.OnStartedLeading == nil {
-		return fmt.Errorf("%w: OnStartedLeading is nil", ErrInvalidConfig)
-	}
-	e.mu.Lock()
-	if e.running {
-		e.mu.Unlock()
-		return ErrRunning
-	}
-	e.running = true
-	resign := make(chan struct{})
-	e.resign = resign
-	e.stopped = make(chan struct{})
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		e.running = false
-		close(e.stopped)
-		e.mu.Unlock()
-	}()
-
+	defer e.stopRunning()
 	if cb.OnNewLeader != nil {
-		octx, stop := context.WithCancel(ctx)
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			var last int64
-			for rec := range e.Observe(octx) {
-				if rec.Fence != 0 && rec.Fence != last {
-					last = rec.Fence
-					cb.OnNewLeader(rec.Identity)
-				}
-			}
-		})
-		defer wg.Wait()
-		defer stop()
+		stopReporting := e.reportLeaders(ctx, cb.OnNewLeader)
+		defer stopReporting()
 	}
 
 	// The campaign's context ends with ctx or at Resign.
@@ -325,6 +296,74 @@ func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 		case <-cctx.Done():
 		}
 	}()
+	return e.campaign(ctx, cctx, cb)
+}
+
+// checkRun rejects, before anything starts, an Election that can only
+// observe and Callbacks without OnStartedLeading.
+func (e *Election) checkRun(cb Callbacks) error {
+	if e.cfg.Manager == nil {
+		return fmt.Errorf("%w: Run needs a Manager", ErrInvalidConfig)
+	}
+	if e.cfg.Identity == "" {
+		return fmt.Errorf("%w: Run needs an Identity", ErrInvalidConfig)
+	}
+	if cb.OnStartedLeading == nil {
+		return fmt.Errorf("%w: OnStartedLeading is nil", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// startRunning marks the Election as running, or returns ErrRunning if a
+// Run already is. It returns the channel Resign closes for this Run: a
+// fresh one each time, so that a Resign of an earlier Run stops no later
+// one.
+func (e *Election) startRunning() (resign <-chan struct{}, err error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.running {
+		return nil, ErrRunning
+	}
+	e.running = true
+	ch := make(chan struct{})
+	e.resign = ch
+	e.stopped = make(chan struct{})
+	return ch, nil
+}
+
+// stopRunning undoes startRunning: Run may be called again, and Resign
+// does nothing until it is.
+func (e *Election) stopRunning() {
+	e.mu.Lock()
+	e.running = false
+	close(e.stopped)
+	e.mu.Unlock()
+}
+
+// reportLeaders calls onNewLeader once per term that Observe sees, until
+// the returned function is called; that function returns once the last
+// call has.
+func (e *Election) reportLeaders(ctx context.Context, onNewLeader func(identity string)) (stop func()) {
+	octx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		var last int64
+		for rec := range e.Observe(octx) {
+			if rec.Fence != 0 && rec.Fence != last {
+				last = rec.Fence
+				onNewLeader(rec.Identity)
+			}
+		}
+	})
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+// campaign acquires the lease and leads, again and again, until cctx ends
+// or an error that no retry mends; it returns what Run returns.
+func (e *Election) campaign(ctx, cctx context.Context, cb Callbacks) error {
 	for {
 		if err := e.stop(ctx, cctx); err != nil || cctx.Err() != nil {
 			return err
