@@ -207,6 +207,23 @@ func errorType(err error) string {
 // New returns the instrumentation for the providers that opts choose. It
 // fails only if the MeterProvider refuses to create an instrument.
 func New(opts ...Option) (*Instrumentation, error) {
+	c := newConfig(opts)
+	version := Version()
+	i := &Instrumentation{
+		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version), trace.WithSchemaURL(semconv.SchemaURL)),
+		meter:  c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version), metric.WithSchemaURL(semconv.SchemaURL)),
+	}
+	if err := i.newInstruments(); err != nil {
+		return nil, err
+	}
+	i.precomputeOptions()
+	return i, nil
+}
+
+// newConfig applies opts, then takes the global providers for what they
+// left unset: read now, so that a later otel.Set*Provider does not change
+// an Instrumentation already made.
+func newConfig(opts []Option) config {
 	c := config{}
 	for _, o := range opts {
 		if o != nil {
@@ -219,16 +236,16 @@ func New(opts ...Option) (*Instrumentation, error) {
 	if c.mp == nil {
 		c.mp = otel.GetMeterProvider()
 	}
-	version := Version()
-	i := &Instrumentation{
-		tracer: c.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(version), trace.WithSchemaURL(semconv.SchemaURL)),
-	}
-	meter := c.mp.Meter(ScopeName, metric.WithInstrumentationVersion(version), metric.WithSchemaURL(semconv.SchemaURL))
-	i.meter = meter
+	return c
+}
 
+// newInstruments creates the metric instruments on i.meter. It tries every
+// one, so that the error names all that the MeterProvider refused.
+func (i *Instrumentation) newInstruments() error {
 	// Bucket boundaries in seconds: the SDK's default ones suit milliseconds.
 	short := metric.WithExplicitBucketBoundaries(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 	long := metric.WithExplicitBucketBoundaries(0.1, 0.5, 1, 5, 10, 30, 60, 300, 600, 1800, 3600, 7200, 21600, 86400)
+	meter := i.meter
 	var err, e error
 	i.acquireDuration, e = meter.Float64Histogram(MetricAcquireDuration, metric.WithUnit("s"), short,
 		metric.WithDescription("How long acquisitions took, from start to result, by result."))
@@ -250,11 +267,12 @@ func New(opts ...Option) (*Instrumentation, error) {
 	err = errors.Join(err, e)
 	i.leader, e = meter.Int64ObservableGauge(MetricLeader, metric.WithUnit("{leader}"),
 		metric.WithDescription("1 while this process leads the election, else 0, by election name."))
-	err = errors.Join(err, e)
-	if err != nil {
-		return nil, err
-	}
+	return errors.Join(err, e)
+}
 
+// precomputeOptions builds the measurement options of every attribute set
+// the hooks record with, so that the hooks themselves build none.
+func (i *Instrumentation) precomputeOptions() {
 	record := func(kv ...attribute.KeyValue) []metric.RecordOption {
 		return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(kv...))}
 	}
@@ -279,7 +297,6 @@ func New(opts ...Option) (*Instrumentation, error) {
 	for _, c := range []string{endReleased, endLost, endClosed} {
 		i.endOpts[c] = record(KeyEndCause.String(c))
 	}
-	return i, nil
 }
 
 // ObserveElection reports whether e leads in this process as the gauge
