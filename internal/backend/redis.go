@@ -121,7 +121,9 @@ func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 	if full {
 		a = append(a, req.Owner, ms(req.Queue))
 	}
-	return acquisition(acquireScript.send(ctx, r.client, a))
+	res, err := acquisition(acquireScript.send(ctx, r.client, a))
+	r.reloadIfUnreachable(ctx, err)
+	return res, err
 }
 
 // acquirePermit runs permit.lua.
@@ -308,13 +310,21 @@ func (r *Redis) renewArgs(it Item) ([]string, scriptArgs) {
 // Release runs release.lua for every item in one pipeline.
 func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
 	r.pipelined(ctx, r.pub.release, items, errs, r.releaseArgs, scriptResult)
+	for _, err := range errs {
+		if transportFailure(err) {
+			r.reloadIfUnreachable(ctx, err)
+			return
+		}
+	}
 }
 
 // ReleaseOne is Release of one item, without the slices (see ReleaseOne).
 func (r *Redis) ReleaseOne(ctx context.Context, it Item) error {
 	keys, args := r.releaseArgs(it)
 	a := append(r.pub.release.call(keys, args.n), args.slice()...)
-	return scriptResult(r.pub.release.send(ctx, r.client, a))
+	err := scriptResult(r.pub.release.send(ctx, r.client, a))
+	r.reloadIfUnreachable(ctx, err)
+	return err
 }
 
 // releaseArgs are release.lua's keys and arguments for one item: a lease

@@ -96,7 +96,7 @@ func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
 	calls := r.renewCalls(ctx, items)
 	r.sendRenewals(ctx, calls)
 	var retry []int // items of batch calls the server could not run
-	moved := false
+	moved, unreachable := false, false
 	for _, c := range calls {
 		switch err := c.cmd.Err(); {
 		case c.batch && batchUnsupported(err):
@@ -112,8 +112,14 @@ func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
 		}
 		c.results(errs)
 		moved = moved || c.node && c.cmd.Err() == nil && slices.Contains(errs, errNotLocal)
+		unreachable = unreachable || transportFailure(c.cmd.Err())
 	}
-	if moved {
+	// A node that cannot be reached may have been replaced: on a Cluster
+	// whose primary died, its replica is promoted within seconds, and the
+	// renewals retried before the lease's deadline must go there. go-redis
+	// reloads its slot map by itself only every 10s, which a 10s TTL does
+	// not survive.
+	if moved || unreachable {
 		r.reloadState(ctx)
 	}
 	if len(retry) > 0 {
@@ -294,7 +300,25 @@ func nodeUnsupported(err error) bool {
 	return strings.Contains(msg, "near '#'") || strings.Contains(msg, "shebang") || strings.Contains(msg, "flag")
 }
 
-// reloadState has a Cluster client load its slot map again.
+// transportFailure reports whether err is a failure to reach a server
+// rather than its reply (redis.Error) or the caller's context ending.
+func transportFailure(err error) bool {
+	var reply redis.Error
+	return err != nil && !errors.As(err, &reply) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// reloadIfUnreachable reloads a Cluster client's slot map after err, a
+// failure to reach a node (see renewBatched): the next attempt then goes to
+// whichever node serves the slot now.
+func (r *Redis) reloadIfUnreachable(ctx context.Context, err error) {
+	if transportFailure(err) {
+		r.reloadState(ctx)
+	}
+}
+
+// reloadState has a Cluster client load its slot map again (go-redis does
+// it in the background, at most once every 200ms).
 func (r *Redis) reloadState(ctx context.Context) {
 	if cc, ok := r.client.(*redis.ClusterClient); ok {
 		cc.ReloadState(ctx)
