@@ -96,11 +96,12 @@ func run(ctx context.Context, dbURL string, out, logOut io.Writer) error {
 	defer conn.Close(context.Background())
 	say("postgres: connected to %s (server %s)", conn.Config().Host, conn.PgConn().ParameterStatus("server_version"))
 
-	client, suffix, closeRedis, err := exampleredis.Connect(ctx, say)
+	r, err := exampleredis.Connect(ctx, say)
 	if err != nil {
 		return err
 	}
-	defer closeRedis()
+	defer r.Close()
+	client, suffix := r.NewClient(), r.Suffix
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := lease.New(client, lease.WithTTL(ttl), lease.WithLogger(logger))
 	if err != nil {

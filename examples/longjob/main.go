@@ -65,11 +65,12 @@ func main() {
 func run(ctx context.Context, out, logOut io.Writer) error {
 	start := time.Now()
 	say := newNarrator(out, start)
-	client, suffix, closeRedis, err := exampleredis.Connect(ctx, say)
+	r, err := exampleredis.Connect(ctx, say)
 	if err != nil {
 		return err
 	}
-	defer closeRedis()
+	defer r.Close()
+	client, suffix := r.NewClient(), r.Suffix
 
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := lease.New(client, lease.WithTTL(ttl), lease.WithLogger(logger))

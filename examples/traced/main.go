@@ -83,11 +83,12 @@ func run(ctx context.Context, out, logOut io.Writer) (err error) {
 	start := time.Now()
 	out = &lockedWriter{w: out}
 	say := newNarrator(out, start)
-	client, suffix, closeRedis, err := exampleredis.Connect(ctx, say)
+	r, err := exampleredis.Connect(ctx, say)
 	if err != nil {
 		return err
 	}
-	defer closeRedis()
+	defer r.Close()
+	client, suffix := r.NewClient(), r.Suffix
 
 	tel, err := newTelemetry(ctx, out)
 	if err != nil {
