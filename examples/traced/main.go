@@ -41,23 +41,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"os"
-	"os/signal"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/propagation"
-	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/tenure-go/tenure/examples/internal/examplecmd"
 	"github.com/tenure-go/tenure/examples/internal/exampleredis"
-	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/tracing"
 )
@@ -67,43 +61,30 @@ const (
 	takeOverAt = 400 * time.Millisecond // when the operator takes "doomed" over
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Stdout, os.Stderr)
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "traced:", err)
-		os.Exit(1)
-	}
-}
+func main() { examplecmd.Main("traced", run) }
 
 // run is the whole demo: the narrative, the exporters' output and the
 // summary go to out, the library's log to logOut.
 func run(ctx context.Context, out, logOut io.Writer) (err error) {
 	start := time.Now()
 	out = &lockedWriter{w: out}
-	say := newNarrator(out, start)
-	client, suffix, closeRedis, err := exampleredis.Connect(ctx, say)
+	say := examplecmd.Narrator(out, start, 10*time.Millisecond)
+	r, err := exampleredis.Connect(ctx, say)
 	if err != nil {
 		return err
 	}
-	defer closeRedis()
-
-	tel, err := newTelemetry(ctx, out)
+	defer r.Close()
+	tel, err := newTelemetry(ctx, out, say) // telemetry.go: it says where spans and metrics go
 	if err != nil {
 		return err
 	}
 	defer func() { err = errors.Join(err, tel.shutdown()) }() // for early returns; a second shutdown is a no-op
-	if tel.otlp {
-		say("telemetry: stdout exporters, and OTLP/HTTP to %s", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
-	} else {
-		say("telemetry: stdout exporters (set OTEL_EXPORTER_OTLP_ENDPOINT to send OTLP/HTTP too)")
-	}
 
 	inst, err := tracing.New(tracing.WithTracerProvider(tel.tp), tracing.WithMeterProvider(tel.mp))
 	if err != nil {
 		return err
 	}
+	client := r.NewClient()
 	logger := slog.New(slog.NewTextHandler(logOut, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	m, err := lease.New(client, lease.WithTTL(ttl), lease.WithLogger(logger), lease.WithHooks(inst.Hooks()))
 	if err != nil {
@@ -111,46 +92,23 @@ func run(ctx context.Context, out, logOut io.Writer) (err error) {
 	}
 	defer m.Close() // a second Close is a no-op
 
-	tracer := tel.tp.Tracer("github.com/tenure-go/tenure/examples/traced")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	c, stopService, err := serve(newService(m, tel.tracer, r.Suffix, say), tel.tracer, say) // scenery.go
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: newService(m, tracer, suffix, say), ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	base := "http://" + ln.Addr().String()
-	say("service listening on %s", base)
-	c := &caller{base: base, tracer: tracer, say: say}
-
 	c.get(ctx, "/jobs/report?ms=200")
-
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() { c.get(ctx, "/jobs/shared?ms=300") })
 	}
 	wg.Wait()
-
-	key := keys.Layout{Prefix: lease.DefaultKeyPrefix}.Lease("doomed" + suffix)
-	takeOver := time.AfterFunc(takeOverAt, func() {
-		if err := client.Set(context.WithoutCancel(ctx), key, "another-worker", 5*time.Second).Err(); err != nil {
-			say("operator: the take-over failed: %v", err)
-			return
-		}
-		say("operator: SET %s to another worker's token", key)
-	})
+	key := exampleredis.Keys.Lease("doomed" + r.Suffix)
+	stopTakeOver := time.AfterFunc(takeOverAt, func() { takeOver(ctx, client, key, say) })
 	c.get(ctx, "/jobs/doomed?ms=3000")
-	takeOver.Stop()
-	if suffix != "" { // a shared server: remove this run's keys
-		client.Del(context.WithoutCancel(ctx), key)
-	}
+	stopTakeOver.Stop()
+	r.Cleanup(ctx, key)
 
-	shutCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if err := srv.Shutdown(shutCtx); err != nil {
-		return err
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+	if err := stopService(ctx); err != nil {
 		return err
 	}
 	if err := m.Close(); err != nil {
@@ -163,14 +121,14 @@ func run(ctx context.Context, out, logOut io.Writer) (err error) {
 	if c.failed > 0 {
 		return fmt.Errorf("%d requests failed", c.failed)
 	}
-	tel.summary(out, suffix)
+	tel.summary(out, r.Suffix)
 	say("clean finish in %v", time.Since(start).Round(10*time.Millisecond))
 	return nil
 }
 
 // newService returns the HTTP handler: GET /jobs/{name}?ms=N runs a job of
 // N milliseconds under a lease on name.
-func newService(m *lease.Manager, tracer trace.Tracer, suffix string, say func(string, ...any)) http.Handler {
+func newService(m *lease.Manager, tracer trace.Tracer, suffix string, say examplecmd.Say) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /jobs/{name}", func(w http.ResponseWriter, r *http.Request) {
 		name := r.PathValue("name") + suffix
@@ -183,7 +141,7 @@ func newService(m *lease.Manager, tracer trace.Tracer, suffix string, say func(s
 			// ctx carries the lease's acquire span: this span is its child.
 			ctx, span := tracer.Start(ctx, "job", trace.WithAttributes(attribute.Int64("job.ms", int64(ms))))
 			defer span.End()
-			if err := sleep(ctx, job); err != nil {
+			if err := examplecmd.Work(ctx, job); err != nil {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, "job interrupted")
 				return err
@@ -202,99 +160,4 @@ func newService(m *lease.Manager, tracer trace.Tracer, suffix string, say func(s
 		}
 	})
 	return serverSpans(mux, tracer)
-}
-
-// serverSpans starts a Server span for each request, continuing the
-// caller's trace from the traceparent header. (A real service would use
-// the contrib package otelhttp; this keeps the example's dependencies to
-// the OpenTelemetry API and SDK.)
-func serverSpans(next http.Handler, tracer trace.Tracer) http.Handler {
-	prop := propagation.TraceContext{}
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := prop.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		ctx, span := tracer.Start(ctx, r.Method+" /jobs/{name}", trace.WithSpanKind(trace.SpanKindServer),
-			trace.WithAttributes(semconv.HTTPRequestMethodKey.String(r.Method), semconv.HTTPRoute("/jobs/{name}"), semconv.URLPath(r.URL.Path)))
-		defer span.End()
-		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(rec, r.WithContext(ctx))
-		span.SetAttributes(semconv.HTTPResponseStatusCode(rec.status))
-		if rec.status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(rec.status))
-		}
-	})
-}
-
-type statusRecorder struct {
-	http.ResponseWriter
-	status int
-}
-
-func (s *statusRecorder) WriteHeader(code int) {
-	s.status = code
-	s.ResponseWriter.WriteHeader(code)
-}
-
-// caller makes traced requests to the service.
-type caller struct {
-	base   string
-	tracer trace.Tracer
-	say    func(string, ...any)
-	mu     sync.Mutex
-	failed int
-}
-
-func (c *caller) get(ctx context.Context, path string) {
-	ctx, span := c.tracer.Start(ctx, "GET /jobs/{name}", trace.WithSpanKind(trace.SpanKindClient),
-		trace.WithAttributes(semconv.HTTPRequestMethodKey.String("GET"), semconv.URLFull(c.base+path)))
-	defer span.End()
-	body, status, err := c.do(ctx, path)
-	if err != nil {
-		span.SetStatus(codes.Error, err.Error())
-		c.say("client: GET %s: %v", path, err)
-		c.mu.Lock()
-		c.failed++
-		c.mu.Unlock()
-		return
-	}
-	span.SetAttributes(semconv.HTTPResponseStatusCode(status))
-	c.say("client: GET %s -> %d %s", path, status, strings.TrimSpace(body))
-}
-
-func (c *caller) do(ctx context.Context, path string) (string, int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+path, nil)
-	if err != nil {
-		return "", 0, err
-	}
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	return string(body), resp.StatusCode, err
-}
-
-// sleep stands for work taking d; it stops when ctx is done and returns
-// the cause.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-}
-
-// newNarrator returns a printf for the narrative, safe for concurrent use,
-// each line stamped with the time since start.
-func newNarrator(w io.Writer, start time.Time) func(format string, args ...any) {
-	var mu sync.Mutex
-	return func(format string, args ...any) {
-		mu.Lock()
-		defer mu.Unlock()
-		fmt.Fprintf(w, "%5.2fs  %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
-	}
 }

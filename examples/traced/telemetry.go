@@ -22,15 +22,17 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/tenure-go/tenure/examples/internal/examplecmd"
 )
 
 // telemetry holds the providers: spans and metrics go to the stdout
 // exporters (and OTLP/HTTP when configured), and to in-memory collectors
 // for the summary printed at the end.
 type telemetry struct {
-	tp   *sdktrace.TracerProvider
-	mp   *metric.MeterProvider
-	otlp bool
+	tp     *sdktrace.TracerProvider
+	mp     *metric.MeterProvider
+	tracer trace.Tracer // the example's own spans
 
 	spans   *spanCollector
 	reader  *metric.ManualReader
@@ -39,7 +41,8 @@ type telemetry struct {
 	shutdown func() error // flushes and stops the providers; idempotent
 }
 
-func newTelemetry(ctx context.Context, out io.Writer) (*telemetry, error) {
+// newTelemetry sets up the providers, and says where their output goes.
+func newTelemetry(ctx context.Context, out io.Writer, say examplecmd.Say) (*telemetry, error) {
 	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL, semconv.ServiceName("tenure-traced-example")))
 	if err != nil {
 		return nil, err
@@ -68,10 +71,13 @@ func newTelemetry(ctx context.Context, out io.Writer) (*telemetry, error) {
 		}
 		tpOpts = append(tpOpts, sdktrace.WithBatcher(spanOTLP))
 		mpOpts = append(mpOpts, metric.WithReader(metric.NewPeriodicReader(metricOTLP)))
-		t.otlp = true
+		say("telemetry: stdout exporters, and OTLP/HTTP to %s", os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT"))
+	} else {
+		say("telemetry: stdout exporters (set OTEL_EXPORTER_OTLP_ENDPOINT to send OTLP/HTTP too)")
 	}
 	t.tp = sdktrace.NewTracerProvider(tpOpts...)
 	t.mp = metric.NewMeterProvider(mpOpts...)
+	t.tracer = t.tp.Tracer("github.com/tenure-go/tenure/examples/traced")
 	t.shutdown = sync.OnceValue(func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -89,6 +95,14 @@ func newTelemetry(ctx context.Context, out io.Writer) (*telemetry, error) {
 // shared Redis.
 func (t *telemetry) summary(out io.Writer, suffix string) {
 	fmt.Fprintln(out, "\nSummary: traces")
+	t.printTraces(out, suffix)
+	fmt.Fprintln(out, "Summary: metrics")
+	t.printMetrics(out)
+}
+
+// printTraces prints each trace as a tree: every span under its parent, in
+// the order they started; a span whose parent was not recorded is a root.
+func (t *telemetry) printTraces(out io.Writer, suffix string) {
 	spans := t.spans.ended()
 	slices.SortStableFunc(spans, func(a, b sdktrace.ReadOnlySpan) int { return a.StartTime().Compare(b.StartTime()) })
 	children := map[trace.SpanID][]sdktrace.ReadOnlySpan{}
@@ -106,28 +120,7 @@ func (t *telemetry) summary(out io.Writer, suffix string) {
 	}
 	var print func(s sdktrace.ReadOnlySpan, depth int)
 	print = func(s sdktrace.ReadOnlySpan, depth int) {
-		var b strings.Builder
-		fmt.Fprintf(&b, "%s%s", strings.Repeat("  ", depth+1), s.Name())
-		if k := s.SpanKind(); k != trace.SpanKindInternal {
-			fmt.Fprintf(&b, " (%s)", k)
-		}
-		fmt.Fprintf(&b, " %v", s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
-		for _, kv := range s.Attributes() {
-			if k := string(kv.Key); strings.HasPrefix(k, "tenure.") || k == "error.type" || k == "http.response.status_code" {
-				v := kv.Value.String()
-				if k == "tenure.lease.name" {
-					v = strings.TrimSuffix(v, suffix)
-				}
-				fmt.Fprintf(&b, " %s=%s", strings.TrimPrefix(k, "tenure.lease."), v)
-			}
-		}
-		for _, ev := range s.Events() {
-			fmt.Fprintf(&b, " event=%s", ev.Name)
-		}
-		if st := s.Status(); st.Code.String() == "Error" {
-			fmt.Fprintf(&b, " status=Error(%s)", st.Description)
-		}
-		fmt.Fprintln(out, b.String())
+		fmt.Fprintln(out, spanLine(s, depth, suffix))
 		for _, c := range children[s.SpanContext().SpanID()] {
 			print(c, depth+1)
 		}
@@ -135,8 +128,38 @@ func (t *telemetry) summary(out io.Writer, suffix string) {
 	for _, r := range roots {
 		print(r, 0)
 	}
+}
 
-	fmt.Fprintln(out, "Summary: metrics")
+// spanLine is a span's line in the tree, indented by depth: its name, kind
+// and duration, the attributes the demo is about, its events and an error
+// status.
+func spanLine(s sdktrace.ReadOnlySpan, depth int, suffix string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s%s", strings.Repeat("  ", depth+1), s.Name())
+	if k := s.SpanKind(); k != trace.SpanKindInternal {
+		fmt.Fprintf(&b, " (%s)", k)
+	}
+	fmt.Fprintf(&b, " %v", s.EndTime().Sub(s.StartTime()).Round(time.Millisecond))
+	for _, kv := range s.Attributes() {
+		if k := string(kv.Key); strings.HasPrefix(k, "tenure.") || k == "error.type" || k == "http.response.status_code" {
+			v := kv.Value.String()
+			if k == "tenure.lease.name" {
+				v = strings.TrimSuffix(v, suffix)
+			}
+			fmt.Fprintf(&b, " %s=%s", strings.TrimPrefix(k, "tenure.lease."), v)
+		}
+	}
+	for _, ev := range s.Events() {
+		fmt.Fprintf(&b, " event=%s", ev.Name)
+	}
+	if st := s.Status(); st.Code.String() == "Error" {
+		fmt.Fprintf(&b, " status=Error(%s)", st.Description)
+	}
+	return b.String()
+}
+
+// printMetrics prints each metric collected at shutdown, with its points.
+func (t *telemetry) printMetrics(out io.Writer) {
 	for _, sm := range t.metrics.ScopeMetrics {
 		for _, m := range sm.Metrics {
 			fmt.Fprintf(out, "  %s (%s)\n", m.Name, m.Unit)

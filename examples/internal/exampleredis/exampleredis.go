@@ -1,6 +1,7 @@
 // Package exampleredis gives the examples their Redis: the server REDIS_URL
 // names, or else an embedded in-process miniredis whose keys expire in real
-// time, so that every example runs on a fresh machine.
+// time, so that every example runs on a fresh machine. It makes and closes
+// their clients, and removes what a run leaves on a shared server.
 package exampleredis
 
 import (
@@ -14,7 +15,14 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/lease"
 )
+
+// Keys names the keys of a name under the default prefix, which the examples
+// use (docs/design.md section 3).
+var Keys = keys.Layout{Prefix: lease.DefaultKeyPrefix}
 
 // Redis is the server an example uses.
 type Redis struct {
@@ -27,7 +35,9 @@ type Redis struct {
 	// About says which server this is, for the example's output.
 	About string
 
-	stop func()
+	mu      sync.Mutex
+	clients []*redis.Client // made by NewClient, closed by Close
+	stop    func()
 }
 
 // Start connects to REDIS_URL, checking it answers, or starts an embedded
@@ -63,9 +73,39 @@ func Start(ctx context.Context) (*Redis, error) {
 	}, nil
 }
 
-// Close stops the embedded server, if Start started one. Clients made from
-// Options should be closed first.
-func (r *Redis) Close() { r.stop() }
+// NewClient returns a client of the server, which Close closes.
+func (r *Redis) NewClient() *redis.Client {
+	c := redis.NewClient(r.Options)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.clients = append(r.clients, c)
+	return c
+}
+
+// Close closes the clients NewClient made, then stops the embedded server,
+// if Start started one. Managers using those clients should be closed first.
+func (r *Redis) Close() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range r.clients {
+		_ = c.Close() // an example may have closed it already, as a cut-off leader's
+	}
+	r.stop()
+}
+
+// Cleanup deletes keys a run leaves on a shared server (REDIS_URL), where
+// they would outlive it, and reports nothing: it is a courtesy to the
+// server, not part of the story. On the embedded server, which takes its
+// keys with it, it does nothing. It has a client of its own, since the
+// example may have closed its clients, and outlives ctx's cancellation.
+func (r *Redis) Cleanup(ctx context.Context, leftover ...string) {
+	if r.Suffix == "" {
+		return
+	}
+	c := redis.NewClient(r.Options)
+	defer c.Close()
+	c.Del(context.WithoutCancel(ctx), leftover...)
+}
 
 // followRealTime makes mr's keys expire in real time: miniredis ages TTLs
 // only when told to, so a goroutine fast-forwards it by the time elapsed,
@@ -90,15 +130,12 @@ func followRealTime(mr *miniredis.Miniredis) (stop func()) {
 	return func() { close(done); wg.Wait() }
 }
 
-// Connect is Start for an example that needs one client: it says which
-// server it uses, and returns a client, the name suffix, and a func that
-// closes the client and stops the server.
-func Connect(ctx context.Context, say func(string, ...any)) (client *redis.Client, suffix string, closeRedis func(), err error) {
+// Connect is Start for an example: it also says which server it uses.
+func Connect(ctx context.Context, say func(string, ...any)) (*Redis, error) {
 	r, err := Start(ctx)
 	if err != nil {
-		return nil, "", nil, err
+		return nil, err
 	}
 	say("redis: %s", r.About)
-	client = redis.NewClient(r.Options)
-	return client, r.Suffix, func() { client.Close(); r.Close() }, nil
+	return r, nil
 }
