@@ -143,7 +143,32 @@ func main() {
 	millionN := flag.Int("million-n", 0, "scenario 5's lease count (default: the mode's: 20,000, 200,000 or 1,000,000)")
 	millionTTLFlag := flag.Duration("million-ttl", 30*time.Second, "scenario 5's TTL; leases renew every third of it")
 	replot := flag.Bool("replot", false, "run nothing: rewrite results.md and the plots from -out's results.json")
+	layout := flag.Bool("layout", false, "run scenario 9 alone (layout.go) and write layout.md to -out")
+	layoutReps := flag.Int("layout-reps", 3, "scenario 9's runs")
+	layoutD := flag.Duration("layout-d", 3*time.Second, "scenario 9's time a measurement")
+	var sc scaleConfig
+	scale := flag.Bool("scale", false, "run scenario 10 alone (scale.go; for a machine where Redis has cores of its own) and write scale.md to -out")
+	flag.IntVar(&sc.renewLeases, "scale-renew", 300_000, "scenario 10: leases of the renewal-cost part (0 skips it)")
+	flag.IntVar(&sc.clusterLeases, "scale-cluster", 3_000_000, "scenario 10: leases of the Cluster part (0 skips it)")
+	flag.IntVar(&sc.managers, "scale-managers", 6, "scenario 10: managers sharing the Cluster part's leases")
+	flag.IntVar(&sc.rounds, "scale-rounds", 3, "scenario 10: renewal rounds watched (before and after the kill)")
+	flag.BoolVar(&sc.pin, "scale-pin", false, "scenario 10: pin each redis-server to a core of its own with taskset (cores 0, 1, ...)")
 	flag.Parse()
+	if *layout || *scale {
+		cfg := configFor("full")
+		cfg.verbose = !*quiet
+		var err error
+		if *layout {
+			err = runLayout(context.Background(), cfg, *out, *layoutReps, *layoutD)
+		} else {
+			err = runScale(context.Background(), cfg, sc, *out)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *replot {
 		if err := rewrite(*out); err != nil {
 			fmt.Fprintln(os.Stderr, "bench:", err)
