@@ -134,3 +134,11 @@ func checkPattern(p string) error {
 	}
 	return nil
 }
+
+// checkExitFlag validates an exit status flag: 1 to 255.
+func checkExitFlag(flag string, code int) error {
+	if code < 1 || code > 255 {
+		return fail(exitUsage, "--%s %d: an exit status is 1 to 255 (0 is success)", flag, code)
+	}
+	return nil
+}

@@ -249,3 +249,7 @@ func checkName(name string) error {
 	}
 	return nil
 }
+
+// bare is err's message without the library's "tenure: " prefix, for
+// messages that carry their own.
+func bare(err error) string { return strings.TrimPrefix(err.Error(), "tenure: ") }
