@@ -470,45 +470,6 @@ func (h holding) agreement() string {
 	return h.Kind
 }
 
-// forceRelease runs the release --force script: in quorum mode on every
-// node, returning the result of the node that removed the most recent
-// holder (the largest fence) and warning on stderr of each node that
-// failed; it fails unless a majority answered.
-func (g *globals) forceRelease(ctx context.Context, cs *conns, keys []string, channel string) ([]any, error) {
-	if !cs.quorum() {
-		return forceRelease.Run(ctx, cs.one(), keys, channel).Slice()
-	}
-	res := make([][]any, len(cs.nodes))
-	errs := cs.each(ctx, func(ctx context.Context, i int, c redis.UniversalClient) error {
-		r, err := forceRelease.Run(ctx, c, keys, channel).Slice()
-		res[i] = r
-		return err
-	})
-	if err := cs.enough(errs); err != nil {
-		return nil, err
-	}
-	var best []any
-	var bestFence int64 = -1
-	for i, r := range res {
-		if errs[i] != nil {
-			fmt.Fprintf(g.stderr, "tenure: %s: %v; what it holds expires by its TTL, and a majority no longer holds it\n",
-				cs.nodes[i].where, oneLine(errs[i].Error()))
-			continue
-		}
-		if t, _ := r[0].(string); t == "none" {
-			if best == nil {
-				best = r
-			}
-			continue
-		}
-		fs, _ := r[2].(string)
-		if f, _ := strconv.ParseInt(fs, 10, 64); f > bestFence {
-			best, bestFence = r, f
-		}
-	}
-	return best, nil
-}
-
 // connectWaiting is connectFor that waits out a Redis that does not
 // answer, as a wait for a held name waits out a restart: while the
 // connection fails as unreachable (exit 69: not a refusal, nor a usage
