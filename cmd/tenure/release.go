@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"io"
 	"strconv"
@@ -31,21 +32,10 @@ var forceRelease = releaseScripts{
 	sharded: redis.NewScript(backend.PublishLua(true) + forceReleaseSrc),
 }
 
-const forceReleaseSrc = `
-local t = redis.call('TYPE', KEYS[1]).ok
-if t == 'none' then return {t} end
-local ttl = redis.call('PTTL', KEYS[1])
-local owners = {}
-if t == 'hash' then owners = redis.call('HGETALL', KEYS[1]) end
-if t == 'string' then owners = {redis.call('GET', KEYS[1])} end
-if t == 'zset' then
-  owners = redis.call('ZRANGE', KEYS[1], 0, -1)
-  redis.call('DEL', KEYS[3])
-end
-redis.call('DEL', KEYS[1])
-publish(ARGV[1])
-return {t, ttl, redis.call('GET', KEYS[2]) or '0', owners}
-`
+// forceReleaseSrc is the script's body, which publish() is prepended to.
+//
+//go:embed scripts/release_force.lua
+var forceReleaseSrc string
 
 // releaseScripts is a script built for each kind of release message.
 type releaseScripts struct{ classic, sharded *redis.Script }
