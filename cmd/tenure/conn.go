@@ -6,15 +6,10 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
-	"sync"
 
-	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 )
 
@@ -199,129 +194,4 @@ func (f *connFlags) applyTLS(targets []*target) error {
 		}
 	}
 	return nil
-}
-
-// childEnv is the environment of a command run under a lease: tenure's
-// own, less the password it was given for Redis, which is tenure's and
-// not the command's. (REDIS_URL stays: commands may use it themselves.)
-func childEnv() []string {
-	env := os.Environ()
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, envPassword+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// Refusals: the server (or the TLS handshake) turning the user down,
-// which no retry mends and which is no outage.
-
-// refusal says how the server refused: "auth" (WRONGPASS, NOAUTH),
-// "command" (NOPERM: a command, key or channel sent directly), "script" (a
-// command a Lua script called), "tls" (a certificate refused, either way),
-// or "" when err is no refusal.
-func refusal(err error) string {
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		switch {
-		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"):
-			return "auth"
-		case strings.HasPrefix(msg, "NOPERM"):
-			return "command"
-		case strings.Contains(msg, "The user executing the script can't"):
-			return "script"
-		}
-	}
-	var verr *tls.CertificateVerificationError
-	if errors.As(err, &verr) {
-		return "tls"
-	}
-	// A TLS alert from the server (crypto/tls reports one as a net.OpError
-	// "remote error"): over TLS 1.3 a missing or unknown client
-	// certificate shows so, on the first read after the handshake.
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "remote error" {
-		return "tls"
-	}
-	return ""
-}
-
-// redisFailure is the exit error for err, met while doing what (a phrase:
-// "acquiring \"x\""): a refusal (exitRefused) names the user and what was
-// refused; anything else is Redis unreachable or failing (exitRedis).
-func (g *globals) redisFailure(what string, err error) error {
-	user := g.user
-	if user == "" {
-		user = "default"
-	}
-	switch refusal(err) {
-	case "auth":
-		return fail(exitRefused, "%s: Redis refused to authenticate user %q: %v", what, user, err)
-	case "command":
-		return fail(exitRefused, "%s: Redis refused user %q a command: %v; docs/security.md lists the commands and keys tenure needs", what, user, err)
-	case "script":
-		return fail(exitRefused, "%s: Redis refused user %q a command called by tenure's script for this (the server says: %v); "+
-			"docs/security.md lists the commands each script calls", what, user, err)
-	case "tls":
-		return fail(exitRefused, "%s: the TLS handshake failed on a certificate: %v "+
-			"(--tls-ca trusts the server's authority; --tls-cert and --tls-key present ours)", what, err)
-	}
-	return fail(exitRedis, "%s: %v", what, err)
-}
-
-// userinfo matches the user information of a URL: scheme://USERINFO@.
-// Greedy up to the last @ before a space, so that a password holding an
-// unescaped @ is covered too.
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^\s]*@`)
-
-// userinfoScheme is what userinfo takes for a URL's scheme.
-var userinfoScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
-
-// commandArgs matches the arguments that Redis quotes in an "unknown
-// command" error (a script sent to a sentinel, say), to the end of the
-// line: an acquire's arguments hold the request's token, which tenure
-// never prints, and a name may hold a quote, so that the quoted arguments
-// cannot be told apart from what follows them.
-var commandArgs = regexp.MustCompile(`(with args beginning with:)[^\n]*`)
-
-// redact hides the user information of every URL in s, the arguments of
-// a command that Redis quotes back, and every secret (literally, for
-// those of 4 bytes or more: shorter ones would mask words).
-func redact(s string, secrets []string) string {
-	s = userinfo.ReplaceAllString(s, "${1}xxxxx@")
-	s = commandArgs.ReplaceAllString(s, "${1} (not shown)")
-	for _, sec := range secrets {
-		if len(sec) >= 4 {
-			s = strings.ReplaceAll(s, sec, "xxxxx")
-		}
-	}
-	return s
-}
-
-// redactor is tenure's stderr: every write goes through redact. tenure
-// writes whole lines (a message, a log record) in one call each, so a
-// secret is never split between two writes.
-type redactor struct {
-	w       io.Writer
-	mu      sync.Mutex
-	secrets []string
-}
-
-func (r *redactor) add(secrets ...string) {
-	r.mu.Lock()
-	r.secrets = append(r.secrets, secrets...)
-	r.mu.Unlock()
-}
-
-func (r *redactor) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	secrets := r.secrets
-	r.mu.Unlock()
-	if _, err := io.WriteString(r.w, redact(string(p), secrets)); err != nil {
-		return 0, err
-	}
-	return len(p), nil
 }

@@ -36,6 +36,9 @@
 // forms of --redis, and "tenure help exit-status" for the exit statuses.
 package main
 
+// The entry point: the root command, with the flags every subcommand shares
+// (globals), and a run of tenure to its exit status.
+
 import (
 	"context"
 	"errors"
@@ -53,46 +56,6 @@ import (
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
-
-// Exit statuses of tenure itself; a command run by "run" or "elect"
-// otherwise passes its own status through.
-const (
-	exitError   = 1  // any other failure
-	exitUsage   = 2  // bad flags or arguments
-	exitRedis   = 69 // Redis unreachable or failing (EX_UNAVAILABLE)
-	exitTimeout = 75 // --wait ran out: the name is held (EX_TEMPFAIL); --held-exit's default
-	exitLimit   = 76 // run -n N: NAME's permits are held under another N, and no --resize (EX_PROTOCOL)
-	exitLost    = 77 // the lease or leadership was lost while the command ran (EX_NOPERM); --lost-exit's default
-	// Redis refused the user: a permission or authentication error, or a
-	// certificate refused in the TLS handshake (EX_CONFIG: 77, EX_NOPERM,
-	// was taken by exitLost before there was this status).
-	exitRefused = 78
-	exitNoExec  = 126 // the command could not be executed
-	exitNoCmd   = 127 // the command was not found
-	// A command killed by signal N, or a wait interrupted by it: 128+N.
-)
-
-// exitErr carries an exit status and the one line to print.
-type exitErr struct {
-	code int
-	err  error
-}
-
-func (e *exitErr) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitErr) Unwrap() error { return e.err }
-
-func fail(code int, format string, args ...any) error {
-	return &exitErr{code: code, err: fmt.Errorf(format, args...)}
-}
-
-// status ends tenure with code and no message (a command's own status).
-func status(code int) error { return &exitErr{code: code} }
 
 func main() {
 	// go-redis logs dial failures on its own; tenure reports errors in one
@@ -144,8 +107,6 @@ func execute(args []string, stdout, rawStderr io.Writer) int {
 	fmt.Fprintf(stderr, "tenure: %s (see '%s --help')\n", oneLine(err.Error()), cmd.CommandPath())
 	return exitUsage
 }
-
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
 
 func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}, stderr: &redactor{w: stderr}}
@@ -249,7 +210,3 @@ func checkName(name string) error {
 	}
 	return nil
 }
-
-// bare is err's message without the library's "tenure: " prefix, for
-// messages that carry their own.
-func bare(err error) string { return strings.TrimPrefix(err.Error(), "tenure: ") }
