@@ -1,16 +1,28 @@
 package main
 
+// Connecting: the flags that say how to reach Redis (--redis, the password,
+// the TLS files), and the clients of the deployment they name, which must
+// answer a PING (a majority of them, in quorum mode).
+
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+
+	"github.com/tenure-go/tenure/lease"
 )
 
 // The environment variables of the connection, besides REDIS_URL.
@@ -191,6 +203,174 @@ func (f *connFlags) applyTLS(targets []*target) error {
 		}
 		if cert != "" {
 			t.tls.Certificates = []tls.Certificate{pair}
+		}
+	}
+	return nil
+}
+
+// node is one client: the deployment's only one, or one quorum node.
+type node struct {
+	c     redis.UniversalClient
+	where string
+}
+
+// conns are the clients of the deployment --redis names: one for a
+// server, a Sentinel group or a Cluster; one per node in quorum mode.
+type conns struct {
+	nodes []node
+}
+
+func (cs *conns) Close() error {
+	var errs []error
+	for _, n := range cs.nodes {
+		errs = append(errs, n.c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// quorum reports whether there are several nodes (lease.NewQuorum).
+func (cs *conns) quorum() bool { return len(cs.nodes) > 1 }
+
+func (cs *conns) majority() int { return len(cs.nodes)/2 + 1 }
+
+// one is the client of a deployment that is not a quorum.
+func (cs *conns) one() redis.UniversalClient { return cs.nodes[0].c }
+
+// newManager is lease.New, or lease.NewQuorum over every node.
+func (cs *conns) newManager(opts ...lease.Option) (*lease.Manager, error) {
+	if !cs.quorum() {
+		return lease.New(cs.one(), opts...)
+	}
+	clients := make([]redis.UniversalClient, len(cs.nodes))
+	for i, n := range cs.nodes {
+		clients[i] = n.c
+	}
+	return lease.NewQuorum(clients, opts...)
+}
+
+// connect returns the clients of --redis, which answered a PING (in
+// quorum mode, a majority of the nodes did).
+func (g *globals) connect(ctx context.Context) (*conns, error) { return g.connectFor(ctx, "") }
+
+// connectFor is connect for a feature that quorum mode lacks ("" for
+// none): with several --redis it is a usage error.
+func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error) {
+	targets, secrets, defaulted, err := g.conn.options()
+	g.stderr.add(secrets...)
+	if err != nil {
+		return nil, fail(exitUsage, "%v", err)
+	}
+	if feature != "" && len(targets) > 1 {
+		return nil, fail(exitUsage, "%s is not supported in quorum mode (several --redis): %s", feature, quorumLacks[feature])
+	}
+	g.user = targets[0].user
+	if err := checkPrefix(g.prefix); err != nil {
+		return nil, fail(exitUsage, "%v", err)
+	}
+	cs := &conns{}
+	for _, t := range targets {
+		cs.nodes = append(cs.nodes, node{c: t.client(), where: t.where()})
+	}
+	if len(targets) > 1 {
+		for i := range cs.nodes {
+			cs.nodes[i].where = fmt.Sprintf("quorum node %d of %d (%s)", i+1, len(targets), cs.nodes[i].where)
+		}
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	errs := cs.each(pctx, func(ctx context.Context, i int, c redis.UniversalClient) error { return targets[i].reach(ctx, c) })
+	answered, failed := 0, []string{}
+	for i, err := range errs {
+		var ke *kindError
+		switch {
+		case err == nil:
+			answered++
+		case errors.As(err, &ke):
+			cs.Close()
+			return nil, fail(exitUsage, "%s", ke)
+		case refusal(err) != "":
+			cs.Close()
+			return nil, g.redisFailure(cs.nodes[i].where, err)
+		default:
+			failed = append(failed, unreachable(cs.nodes[i].where, err, targets[i], defaulted))
+		}
+	}
+	if answered < cs.majority() {
+		cs.Close()
+		if !cs.quorum() {
+			return nil, fail(exitRedis, "%s", failed[0])
+		}
+		return nil, fail(exitRedis, "quorum mode: %d of %d nodes answered, a majority is %d: %s",
+			answered, len(cs.nodes), cs.majority(), strings.Join(failed, "; "))
+	}
+	for _, f := range failed {
+		fmt.Fprintf(g.stderr, "tenure: %s; going on with the %d of %d nodes that answered\n", f, answered, len(cs.nodes))
+	}
+	return cs, nil
+}
+
+// unreachable says that the target t, named where, did not answer (err),
+// with a hint when the default address was tried or the server closed
+// the connection at once.
+func unreachable(where string, err error, t *target, defaulted bool) string {
+	msg := fmt.Sprintf("%s: %v", where, err)
+	if defaulted && errors.Is(err, syscall.ECONNREFUSED) {
+		msg += "; no --redis and no REDIS_URL were given, so tenure tried the default, " + defaultRedis +
+			": set --redis or REDIS_URL to your Redis"
+	}
+	if t.tls == nil && closedAtOnce(err) {
+		msg += " (the server closed the connection at once: if it speaks TLS only, use a rediss URL: " +
+			"rediss://, rediss-sentinel:// or rediss-cluster://)"
+	}
+	return msg
+}
+
+// closedAtOnce reports whether err is a server closing a connection it
+// never answered on, as a TLS-only server does to a client that speaks
+// plain RESP.
+func closedAtOnce(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset by peer")
+}
+
+// quorumLacks says why quorum mode lacks a feature.
+var quorumLacks = map[string]string{
+	"elect --observe": "the election's leader record is written in a transaction guarded by the lease (Lease.Exec), " +
+		"which cannot span independent servers; a quorum elect leads by the lease alone, whose holder status shows",
+	"run -n (permits)": "the library keeps no semaphore over independent servers",
+}
+
+// each calls f on every node at once and returns the errors, by node.
+func (cs *conns) each(ctx context.Context, f func(ctx context.Context, i int, c redis.UniversalClient) error) []error {
+	errs := make([]error, len(cs.nodes))
+	var wg sync.WaitGroup
+	for i, n := range cs.nodes {
+		wg.Go(func() { errs[i] = f(ctx, i, n.c) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// runFeature is the feature connectFor checks for "run": permits (-n)
+// and read locks (--shared), which quorum mode lacks; none otherwise.
+func runFeature(permits int, shared bool) string {
+	switch {
+	case permits > 0:
+		return "run -n (permits)"
+	case shared:
+		return "run --shared (read locks are permits)"
+	}
+	return ""
+}
+
+// ping is PING on every node, for a loss message's cause: the first
+// error, or nil when every node answered.
+func (cs *conns) ping(ctx context.Context) error {
+	for _, err := range cs.each(ctx, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+		return c.Ping(ctx).Err()
+	}) {
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -45,10 +45,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -140,60 +137,6 @@ func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g), newVersionCmd())
 	root.AddCommand(helpTopics()...)
 	return root, g
-}
-
-// parseRedis turns --redis into client options: a URL as go-redis's
-// ParseURL reads it, or a bare host:port. Its errors never quote a URL
-// that has user information: the parser's messages may quote part of it
-// (an invalid escape in the password, say).
-func parseRedis(s string) (*redis.Options, error) {
-	if s == "" {
-		return nil, errors.New("no Redis address: set --redis or REDIS_URL")
-	}
-	hidden := strings.Contains(s, "@")
-	if !strings.Contains(s, "://") {
-		if strings.ContainsAny(s, "/?#@ \t\r\n") || !strings.Contains(s, ":") {
-			if hidden {
-				return nil, errors.New("the Redis address (not shown: it holds an @, maybe a password) is neither a URL nor host:port")
-			}
-			return nil, fmt.Errorf("redis address %q is neither a URL nor host:port", s)
-		}
-		if err := checkPort(s); err != nil {
-			return nil, fmt.Errorf("redis address %q: %w", s, err)
-		}
-		return &redis.Options{Addr: s}, nil
-	}
-	opts, err := redis.ParseURL(s)
-	if err != nil {
-		if hidden {
-			return nil, errors.New("redis URL: it does not parse (not shown: it has user information); " +
-				"a password must have its reserved characters (@ : / % # ? and space) percent-encoded")
-		}
-		return nil, fmt.Errorf("redis URL: %w", err)
-	}
-	if opts.Network != "unix" {
-		// go-redis takes any port, and the dial's "invalid port" read
-		// as Redis unreachable (exit 69): it is the URL that is wrong.
-		if err := checkPort(opts.Addr); err != nil {
-			if hidden {
-				return nil, fmt.Errorf("redis URL (not shown: it has user information): %w", err)
-			}
-			return nil, fmt.Errorf("redis URL %q: %w", s, err)
-		}
-	}
-	return opts, nil
-}
-
-// checkPort checks that addr is host:port with a port from 1 to 65535.
-func checkPort(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
-	}
-	return nil
 }
 
 func checkPrefix(p string) error {
