@@ -1,5 +1,8 @@
 package main
 
+// The values flags and arguments take: durations, --wait, exit statuses,
+// list's PATTERN, NAME and --prefix.
+
 import (
 	"errors"
 	"fmt"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	tenureinspect "github.com/tenure-go/tenure/inspect"
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // waitFlag is --wait: a duration, or "forever" (the default). 0 means one
@@ -139,6 +143,21 @@ func checkPattern(p string) error {
 func checkExitFlag(flag string, code int) error {
 	if code < 1 || code > 255 {
 		return fail(exitUsage, "--%s %d: an exit status is 1 to 255 (0 is success)", flag, code)
+	}
+	return nil
+}
+
+func checkPrefix(p string) error {
+	if err := keys.CheckPrefix(p); err != nil {
+		return fmt.Errorf("--prefix %v", err)
+	}
+	return nil
+}
+
+// checkName rejects what lease would reject, as a usage error.
+func checkName(name string) error {
+	if err := keys.CheckName(name); err != nil {
+		return fmt.Errorf("invalid NAME: %v", err)
 	}
 	return nil
 }

@@ -50,7 +50,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -137,19 +136,4 @@ func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g), newVersionCmd())
 	root.AddCommand(helpTopics()...)
 	return root, g
-}
-
-func checkPrefix(p string) error {
-	if err := keys.CheckPrefix(p); err != nil {
-		return fmt.Errorf("--prefix %v", err)
-	}
-	return nil
-}
-
-// checkName rejects what lease would reject, as a usage error.
-func checkName(name string) error {
-	if err := keys.CheckName(name); err != nil {
-		return fmt.Errorf("invalid NAME: %v", err)
-	}
-	return nil
 }
