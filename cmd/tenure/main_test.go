@@ -5,14 +5,17 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -156,4 +159,72 @@ func liveInGroup(pgid int) []string {
 		}
 	}
 	return live
+}
+
+// syncBuffer is a bytes.Buffer safe to write from exec's copying goroutine
+// while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// waitOutput polls until b holds want.
+func waitOutput(t *testing.T, b *syncBuffer, want string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !strings.Contains(b.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the output after %v:\n%s", want, within, b.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// held is a "tenure run NAME" (no command) that holds NAME: its stdin,
+// the line it printed, and its stderr.
+type held struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	line   acquiredLine
+	stderr *syncBuffer
+}
+
+// startHold starts "tenure run ARGS..." without a command and waits for
+// the line that says it holds NAME.
+func startHold(t *testing.T, c *exec.Cmd) *held {
+	t.Helper()
+	h := &held{cmd: c, stderr: &syncBuffer{}}
+	c.Stderr = h.stderr
+	var err error
+	if h.stdin, err = c.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	startBackground(t, c)
+	got := make(chan error, 1)
+	go func() { got <- json.NewDecoder(out).Decode(&h.line) }()
+	select {
+	case err := <-got:
+		if err != nil {
+			t.Fatalf("the hold's line: %v; stderr: %s", err, h.stderr.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the hold printed nothing; stderr: %s", h.stderr.String())
+	}
+	return h
 }
