@@ -1,5 +1,8 @@
 package main
 
+// Everyday use: holds without a command, shared runs, the exit flags, an
+// interrupted wait, status --check, completion, and elect without a command.
+
 import (
 	"context"
 	"fmt"

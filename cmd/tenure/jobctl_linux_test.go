@@ -1,5 +1,8 @@
 package main
 
+// Job control: a stopped tenure, SIGTSTP refused, the terminal given to the
+// command, Ctrl-Z at the terminal, and a command that stays stopped.
+
 import (
 	"context"
 	"fmt"
