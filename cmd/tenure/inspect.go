@@ -59,7 +59,7 @@ type holding struct {
 	// permits, N for a free name, 0 for a name a lease or lock holds.
 	Limit int  `json:"limit,omitempty"`
 	Free  *int `json:"free,omitempty"`
-	// Nodes are each quorum node's own view (deploy.go), in quorum mode.
+	// Nodes are each quorum node's own view (quorum.go), in quorum mode.
 	Nodes []nodeView `json:"nodes,omitempty"`
 	// id tells holds apart without their tokens (inspect.Holding.ID):
 	// quorum mode compares it.
