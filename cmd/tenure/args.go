@@ -1,5 +1,8 @@
 package main
 
+// What follows the flags of run and elect: NAME, then COMMAND with or
+// without "--", or tenure's flags in the form earlier releases took.
+
 import (
 	"slices"
 	"strings"

@@ -1,5 +1,8 @@
 package main
 
+// Shell completion ("tenure completion bash"): NAME arguments complete
+// from the names held on the server.
+
 import (
 	"context"
 	"time"

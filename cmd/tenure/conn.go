@@ -1,21 +1,28 @@
 package main
 
+// Connecting: the flags that say how to reach Redis (--redis, the password,
+// the TLS files), and the clients of the deployment they name, which must
+// answer a PING (a majority of them, in quorum mode).
+
 import (
 	"bytes"
+	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"os"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
+
+	"github.com/tenure-go/tenure/lease"
 )
 
 // The environment variables of the connection, besides REDIS_URL.
@@ -201,127 +208,170 @@ func (f *connFlags) applyTLS(targets []*target) error {
 	return nil
 }
 
-// childEnv is the environment of a command run under a lease: tenure's
-// own, less the password it was given for Redis, which is tenure's and
-// not the command's. (REDIS_URL stays: commands may use it themselves.)
-func childEnv() []string {
-	env := os.Environ()
-	out := env[:0:0]
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, envPassword+"=") {
-			out = append(out, kv)
-		}
-	}
-	return out
+// node is one client: the deployment's only one, or one quorum node.
+type node struct {
+	c     redis.UniversalClient
+	where string
 }
 
-// Refusals: the server (or the TLS handshake) turning the user down,
-// which no retry mends and which is no outage.
+// conns are the clients of the deployment --redis names: one for a
+// server, a Sentinel group or a Cluster; one per node in quorum mode.
+type conns struct {
+	nodes []node
+}
 
-// refusal says how the server refused: "auth" (WRONGPASS, NOAUTH),
-// "command" (NOPERM: a command, key or channel sent directly), "script" (a
-// command a Lua script called), "tls" (a certificate refused, either way),
-// or "" when err is no refusal.
-func refusal(err error) string {
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		switch {
-		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"):
-			return "auth"
-		case strings.HasPrefix(msg, "NOPERM"):
-			return "command"
-		case strings.Contains(msg, "The user executing the script can't"):
-			return "script"
+func (cs *conns) Close() error {
+	var errs []error
+	for _, n := range cs.nodes {
+		errs = append(errs, n.c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// quorum reports whether there are several nodes (lease.NewQuorum).
+func (cs *conns) quorum() bool { return len(cs.nodes) > 1 }
+
+func (cs *conns) majority() int { return len(cs.nodes)/2 + 1 }
+
+// one is the client of a deployment that is not a quorum.
+func (cs *conns) one() redis.UniversalClient { return cs.nodes[0].c }
+
+// newManager is lease.New, or lease.NewQuorum over every node.
+func (cs *conns) newManager(opts ...lease.Option) (*lease.Manager, error) {
+	if !cs.quorum() {
+		return lease.New(cs.one(), opts...)
+	}
+	clients := make([]redis.UniversalClient, len(cs.nodes))
+	for i, n := range cs.nodes {
+		clients[i] = n.c
+	}
+	return lease.NewQuorum(clients, opts...)
+}
+
+// connect returns the clients of --redis, which answered a PING (in
+// quorum mode, a majority of the nodes did).
+func (g *globals) connect(ctx context.Context) (*conns, error) { return g.connectFor(ctx, "") }
+
+// connectFor is connect for a feature that quorum mode lacks ("" for
+// none): with several --redis it is a usage error.
+func (g *globals) connectFor(ctx context.Context, feature string) (*conns, error) {
+	targets, secrets, defaulted, err := g.conn.options()
+	g.stderr.add(secrets...)
+	if err != nil {
+		return nil, fail(exitUsage, "%v", err)
+	}
+	if feature != "" && len(targets) > 1 {
+		return nil, fail(exitUsage, "%s is not supported in quorum mode (several --redis): %s", feature, quorumLacks[feature])
+	}
+	g.user = targets[0].user
+	if err := checkPrefix(g.prefix); err != nil {
+		return nil, fail(exitUsage, "%v", err)
+	}
+	cs := &conns{}
+	for _, t := range targets {
+		cs.nodes = append(cs.nodes, node{c: t.client(), where: t.where()})
+	}
+	if len(targets) > 1 {
+		for i := range cs.nodes {
+			cs.nodes[i].where = fmt.Sprintf("quorum node %d of %d (%s)", i+1, len(targets), cs.nodes[i].where)
 		}
 	}
-	var verr *tls.CertificateVerificationError
-	if errors.As(err, &verr) {
-		return "tls"
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	errs := cs.each(pctx, func(ctx context.Context, i int, c redis.UniversalClient) error { return targets[i].reach(ctx, c) })
+	answered, failed := 0, []string{}
+	for i, err := range errs {
+		var ke *kindError
+		switch {
+		case err == nil:
+			answered++
+		case errors.As(err, &ke):
+			cs.Close()
+			return nil, fail(exitUsage, "%s", ke)
+		case refusal(err) != "":
+			cs.Close()
+			return nil, g.redisFailure(cs.nodes[i].where, err)
+		default:
+			failed = append(failed, unreachable(cs.nodes[i].where, err, targets[i], defaulted))
+		}
 	}
-	// A TLS alert from the server (crypto/tls reports one as a net.OpError
-	// "remote error"): over TLS 1.3 a missing or unknown client
-	// certificate shows so, on the first read after the handshake.
-	var oe *net.OpError
-	if errors.As(err, &oe) && oe.Op == "remote error" {
-		return "tls"
+	if answered < cs.majority() {
+		cs.Close()
+		if !cs.quorum() {
+			return nil, fail(exitRedis, "%s", failed[0])
+		}
+		return nil, fail(exitRedis, "quorum mode: %d of %d nodes answered, a majority is %d: %s",
+			answered, len(cs.nodes), cs.majority(), strings.Join(failed, "; "))
+	}
+	for _, f := range failed {
+		fmt.Fprintf(g.stderr, "tenure: %s; going on with the %d of %d nodes that answered\n", f, answered, len(cs.nodes))
+	}
+	return cs, nil
+}
+
+// unreachable says that the target t, named where, did not answer (err),
+// with a hint when the default address was tried or the server closed
+// the connection at once.
+func unreachable(where string, err error, t *target, defaulted bool) string {
+	msg := fmt.Sprintf("%s: %v", where, err)
+	if defaulted && errors.Is(err, syscall.ECONNREFUSED) {
+		msg += "; no --redis and no REDIS_URL were given, so tenure tried the default, " + defaultRedis +
+			": set --redis or REDIS_URL to your Redis"
+	}
+	if t.tls == nil && closedAtOnce(err) {
+		msg += " (the server closed the connection at once: if it speaks TLS only, use a rediss URL: " +
+			"rediss://, rediss-sentinel:// or rediss-cluster://)"
+	}
+	return msg
+}
+
+// closedAtOnce reports whether err is a server closing a connection it
+// never answered on, as a TLS-only server does to a client that speaks
+// plain RESP.
+func closedAtOnce(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) ||
+		strings.Contains(err.Error(), "EOF") || strings.Contains(err.Error(), "connection reset by peer")
+}
+
+// quorumLacks says why quorum mode lacks a feature.
+var quorumLacks = map[string]string{
+	"elect --observe": "the election's leader record is written in a transaction guarded by the lease (Lease.Exec), " +
+		"which cannot span independent servers; a quorum elect leads by the lease alone, whose holder status shows",
+	"run -n (permits)": "the library keeps no semaphore over independent servers",
+}
+
+// each calls f on every node at once and returns the errors, by node.
+func (cs *conns) each(ctx context.Context, f func(ctx context.Context, i int, c redis.UniversalClient) error) []error {
+	errs := make([]error, len(cs.nodes))
+	var wg sync.WaitGroup
+	for i, n := range cs.nodes {
+		wg.Go(func() { errs[i] = f(ctx, i, n.c) })
+	}
+	wg.Wait()
+	return errs
+}
+
+// runFeature is the feature connectFor checks for "run": permits (-n)
+// and read locks (--shared), which quorum mode lacks; none otherwise.
+func runFeature(permits int, shared bool) string {
+	switch {
+	case permits > 0:
+		return "run -n (permits)"
+	case shared:
+		return "run --shared (read locks are permits)"
 	}
 	return ""
 }
 
-// redisFailure is the exit error for err, met while doing what (a phrase:
-// "acquiring \"x\""): a refusal (exitRefused) names the user and what was
-// refused; anything else is Redis unreachable or failing (exitRedis).
-func (g *globals) redisFailure(what string, err error) error {
-	user := g.user
-	if user == "" {
-		user = "default"
-	}
-	switch refusal(err) {
-	case "auth":
-		return fail(exitRefused, "%s: Redis refused to authenticate user %q: %v", what, user, err)
-	case "command":
-		return fail(exitRefused, "%s: Redis refused user %q a command: %v; docs/security.md lists the commands and keys tenure needs", what, user, err)
-	case "script":
-		return fail(exitRefused, "%s: Redis refused user %q a command called by tenure's script for this (the server says: %v); "+
-			"docs/security.md lists the commands each script calls", what, user, err)
-	case "tls":
-		return fail(exitRefused, "%s: the TLS handshake failed on a certificate: %v "+
-			"(--tls-ca trusts the server's authority; --tls-cert and --tls-key present ours)", what, err)
-	}
-	return fail(exitRedis, "%s: %v", what, err)
-}
-
-// userinfo matches the user information of a URL: scheme://USERINFO@.
-// Greedy up to the last @ before a space, so that a password holding an
-// unescaped @ is covered too.
-var userinfo = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^\s]*@`)
-
-// userinfoScheme is what userinfo takes for a URL's scheme.
-var userinfoScheme = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9+.-]*$`)
-
-// commandArgs matches the arguments that Redis quotes in an "unknown
-// command" error (a script sent to a sentinel, say), to the end of the
-// line: an acquire's arguments hold the request's token, which tenure
-// never prints, and a name may hold a quote, so that the quoted arguments
-// cannot be told apart from what follows them.
-var commandArgs = regexp.MustCompile(`(with args beginning with:)[^\n]*`)
-
-// redact hides the user information of every URL in s, the arguments of
-// a command that Redis quotes back, and every secret (literally, for
-// those of 4 bytes or more: shorter ones would mask words).
-func redact(s string, secrets []string) string {
-	s = userinfo.ReplaceAllString(s, "${1}xxxxx@")
-	s = commandArgs.ReplaceAllString(s, "${1} (not shown)")
-	for _, sec := range secrets {
-		if len(sec) >= 4 {
-			s = strings.ReplaceAll(s, sec, "xxxxx")
+// ping is PING on every node, for a loss message's cause: the first
+// error, or nil when every node answered.
+func (cs *conns) ping(ctx context.Context) error {
+	for _, err := range cs.each(ctx, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+		return c.Ping(ctx).Err()
+	}) {
+		if err != nil {
+			return err
 		}
 	}
-	return s
-}
-
-// redactor is tenure's stderr: every write goes through redact. tenure
-// writes whole lines (a message, a log record) in one call each, so a
-// secret is never split between two writes.
-type redactor struct {
-	w       io.Writer
-	mu      sync.Mutex
-	secrets []string
-}
-
-func (r *redactor) add(secrets ...string) {
-	r.mu.Lock()
-	r.secrets = append(r.secrets, secrets...)
-	r.mu.Unlock()
-}
-
-func (r *redactor) Write(p []byte) (int, error) {
-	r.mu.Lock()
-	secrets := r.secrets
-	r.mu.Unlock()
-	if _, err := io.WriteString(r.w, redact(string(p), secrets)); err != nil {
-		return 0, err
-	}
-	return len(p), nil
+	return nil
 }

@@ -1,5 +1,9 @@
 package main
 
+// "tenure elect": a campaign for NAME, and COMMAND run (or the leadership
+// held alone) for one term; in quorum mode the quorum lease is the
+// leadership. elect --observe is in watch.go.
+
 import (
 	"context"
 	"encoding/json"
@@ -91,18 +95,8 @@ func newElectCmd(g *globals) *cobra.Command {
 				}
 				return observeLeader(g, inv.name, cmd.OutOrStdout())
 			}
-			if err := e.f.check(); err != nil {
+			if err := e.check(releaseTimeout); err != nil {
 				return err
-			}
-			if e.identity == "" {
-				return fail(exitUsage, "empty --identity")
-			}
-			e.releaseTimeout = releaseBound(time.Duration(e.f.ttl))
-			if releaseTimeout.set {
-				if releaseTimeout.d <= 0 {
-					return fail(exitUsage, "--release-timeout must be above 0")
-				}
-				e.releaseTimeout = releaseTimeout.d
 			}
 			e.g, e.name, e.argv, e.stdout, e.stderr = g, inv.name, inv.argv, cmd.OutOrStdout(), cmd.ErrOrStderr()
 			return e.run()
@@ -129,6 +123,25 @@ func observeArgs(cmd *cobra.Command, inv invocation) error {
 		if cmd.Flags().Changed(fl) {
 			return fail(exitUsage, "--%s is a candidate's: it means nothing with --observe, which does not campaign", fl)
 		}
+	}
+	return nil
+}
+
+// check validates a candidate's flags, and sets the release timeout from
+// --release-timeout (releaseTimeout) or the TTL.
+func (e *elector) check(releaseTimeout derivedDuration) error {
+	if err := e.f.check(); err != nil {
+		return err
+	}
+	if e.identity == "" {
+		return fail(exitUsage, "empty --identity")
+	}
+	e.releaseTimeout = releaseBound(time.Duration(e.f.ttl))
+	if releaseTimeout.set {
+		if releaseTimeout.d <= 0 {
+			return fail(exitUsage, "--release-timeout must be above 0")
+		}
+		e.releaseTimeout = releaseTimeout.d
 	}
 	return nil
 }

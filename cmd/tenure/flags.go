@@ -1,5 +1,8 @@
 package main
 
+// The values flags and arguments take: durations, --wait, exit statuses,
+// list's PATTERN, NAME and --prefix.
+
 import (
 	"errors"
 	"fmt"
@@ -9,6 +12,7 @@ import (
 	"time"
 
 	tenureinspect "github.com/tenure-go/tenure/inspect"
+	"github.com/tenure-go/tenure/internal/keys"
 )
 
 // waitFlag is --wait: a duration, or "forever" (the default). 0 means one
@@ -131,6 +135,29 @@ func checkPattern(p string) error {
 				return fmt.Errorf(`bad PATTERN %q: the [ at byte %d opens a class that no ] closes (write \[ for a literal [)`, p, open)
 			}
 		}
+	}
+	return nil
+}
+
+// checkExitFlag validates an exit status flag: 1 to 255.
+func checkExitFlag(flag string, code int) error {
+	if code < 1 || code > 255 {
+		return fail(exitUsage, "--%s %d: an exit status is 1 to 255 (0 is success)", flag, code)
+	}
+	return nil
+}
+
+func checkPrefix(p string) error {
+	if err := keys.CheckPrefix(p); err != nil {
+		return fmt.Errorf("--prefix %v", err)
+	}
+	return nil
+}
+
+// checkName rejects what lease would reject, as a usage error.
+func checkName(name string) error {
+	if err := keys.CheckName(name); err != nil {
+		return fmt.Errorf("invalid NAME: %v", err)
 	}
 	return nil
 }

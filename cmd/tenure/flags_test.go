@@ -1,5 +1,7 @@
 package main
 
+// list's PATTERN check (flags.go).
+
 import (
 	"strings"
 	"testing"

@@ -1,5 +1,8 @@
 package main
 
+// A holder (run, elect) that notices "release --force" at once: it listens
+// on the name's release channel and checks its lease on each message.
+
 import (
 	"context"
 	"errors"

@@ -1,5 +1,8 @@
 package main
 
+// A holder (a hold, a permit, a leader, a command) notices "release --force"
+// at once, not at its next renewal (forced.go).
+
 import (
 	"context"
 	"path/filepath"

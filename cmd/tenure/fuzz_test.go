@@ -1,5 +1,8 @@
 package main
 
+// Fuzz tests of what parses user input (durations, --wait, --redis) and of
+// the redaction of secrets, with their table tests.
+
 import (
 	"net"
 	"strings"

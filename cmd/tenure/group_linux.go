@@ -1,5 +1,8 @@
 package main
 
+// A command's process group on Linux: started under the guard (guard_linux.go),
+// told each deadline over a pipe, and reporting the command's stops and exit.
+
 import (
 	"encoding/binary"
 	"io"

@@ -2,18 +2,19 @@
 
 package main
 
+// A command's process group, elsewhere than on Linux (group_linux.go).
+// Outside Linux there is no guard: the command is the leader of its own
+// process group, which tenure stops by the lease's deadline and sweeps when
+// the command exits, but nothing stops it if tenure itself is killed,
+// stopped or starved of CPU; nor does tenure watch the command's stops, or
+// give it the terminal.
+
 import (
 	"os"
 	"os/exec"
 	"syscall"
 	"time"
 )
-
-// Outside Linux there is no guard: the command is the leader of its own
-// process group, which tenure stops by the lease's deadline and sweeps when
-// the command exits, but nothing stops it if tenure itself is killed,
-// stopped or starved of CPU; nor does tenure watch the command's stops, or
-// give it the terminal.
 
 // group is a command's running process group.
 type group struct {

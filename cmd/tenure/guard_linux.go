@@ -1,5 +1,10 @@
 package main
 
+// The guard (Linux): tenure itself, started again as the leader of the
+// command's process group, which checks the deadline before it starts the
+// command and kills the group by the last deadline tenure told it, or at once
+// when tenure dies.
+
 import (
 	"encoding/binary"
 	"fmt"

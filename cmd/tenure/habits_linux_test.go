@@ -1,10 +1,11 @@
 package main
 
+// Everyday use: holds without a command, shared runs, the exit flags, an
+// interrupted wait, status --check, completion, and elect without a command.
+
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,43 +17,6 @@ import (
 
 	"github.com/tenure-go/tenure/internal/redistest"
 )
-
-// holding is a "tenure run NAME" (no command) that holds NAME: its stdin,
-// the line it printed, and its stderr.
-type held struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	line   acquiredLine
-	stderr *syncBuffer
-}
-
-// startHold starts "tenure run ARGS..." without a command and waits for
-// the line that says it holds NAME.
-func startHold(t *testing.T, c *exec.Cmd) *held {
-	t.Helper()
-	h := &held{cmd: c, stderr: &syncBuffer{}}
-	c.Stderr = h.stderr
-	var err error
-	if h.stdin, err = c.StdinPipe(); err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	startBackground(t, c)
-	got := make(chan error, 1)
-	go func() { got <- json.NewDecoder(out).Decode(&h.line) }()
-	select {
-	case err := <-got:
-		if err != nil {
-			t.Fatalf("the hold's line: %v; stderr: %s", err, h.stderr.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatalf("the hold printed nothing; stderr: %s", h.stderr.String())
-	}
-	return h
-}
 
 // TestHoldWithoutCommand: "tenure run NAME" prints what it holds, holds
 // it while a second run waits (saying who holds it), and ends, releasing,

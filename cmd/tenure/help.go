@@ -1,11 +1,13 @@
 package main
 
-import "github.com/spf13/cobra"
-
+// The root's help, the help topics ("tenure help redis", "tenure help
+// exit-status"), and the exit status tables the commands' helps share.
 // The top-level help is one screen: what tenure is, its commands, one
 // example each. What a newcomer looks up later lives in "tenure help
 // TOPIC" (the forms of --redis, the exit statuses) and in each command's
 // help.
+
+import "github.com/spf13/cobra"
 
 const rootLong = `tenure runs a command while it holds an auto-renewing lease on Redis, one at a
 time or N at once across hosts, and stops it before the lease could expire; it

@@ -1,5 +1,8 @@
 package main
 
+// A hold: "tenure run NAME" without COMMAND, which prints what it holds and
+// holds it until a signal, the end of stdin or a loss.
+
 import (
 	"context"
 	"encoding/json"

@@ -1,5 +1,7 @@
 package main
 
+// Whether stdin is a terminal, which a hold does not read (Linux).
+
 import (
 	"os"
 

@@ -2,6 +2,8 @@
 
 package main
 
+// Whether stdin is a terminal, elsewhere than on Linux.
+
 import "os"
 
 // isTerminal reports whether f is a terminal; elsewhere than on Linux

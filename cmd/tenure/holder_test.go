@@ -1,5 +1,7 @@
 package main
 
+// run --holder, stored with the lease and shown by status and list.
+
 import (
 	"encoding/json"
 	"fmt"

@@ -1,7 +1,9 @@
 package main
 
+// Job control: a stopped tenure, SIGTSTP refused, the terminal given to the
+// command, Ctrl-Z at the terminal, and a command that stays stopped.
+
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +12,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -34,37 +35,6 @@ while [ -z "$3" ] || [ $i -lt "$3" ]; do i=$((i+1)); echo "A $i" >> "$2"; sleep 
 // "B end" half a second later: time for a first command still running to
 // write after the marker.
 const marker = `echo "B start" >> "$1"; sleep 0.5; echo "B end" >> "$1"`
-
-// syncBuffer is a bytes.Buffer safe to write from exec's copying goroutine
-// while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitOutput polls until b holds want.
-func waitOutput(t *testing.T, b *syncBuffer, want string, within time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !strings.Contains(b.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the output after %v:\n%s", want, within, b.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
 
 // startWriter starts c (a tenure running writer with pidFile and out) and
 // waits until its command has written 3 lines; it returns the command's

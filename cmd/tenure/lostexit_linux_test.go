@@ -1,5 +1,9 @@
 package main
 
+// tenure exits before the lease could pass to another holder when cut off
+// from Redis, and the checks before a command starts (the guard's and
+// supervise's).
+
 import (
 	"bytes"
 	"context"

@@ -36,63 +36,22 @@
 // forms of --redis, and "tenure help exit-status" for the exit statuses.
 package main
 
+// The entry point: the root command, with the flags every subcommand shares
+// (globals), and a run of tenure to its exit status.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"os"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
 
-	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
-
-// Exit statuses of tenure itself; a command run by "run" or "elect"
-// otherwise passes its own status through.
-const (
-	exitError   = 1  // any other failure
-	exitUsage   = 2  // bad flags or arguments
-	exitRedis   = 69 // Redis unreachable or failing (EX_UNAVAILABLE)
-	exitTimeout = 75 // --wait ran out: the name is held (EX_TEMPFAIL); --held-exit's default
-	exitLimit   = 76 // run -n N: NAME's permits are held under another N, and no --resize (EX_PROTOCOL)
-	exitLost    = 77 // the lease or leadership was lost while the command ran (EX_NOPERM); --lost-exit's default
-	// Redis refused the user: a permission or authentication error, or a
-	// certificate refused in the TLS handshake (EX_CONFIG: 77, EX_NOPERM,
-	// was taken by exitLost before there was this status).
-	exitRefused = 78
-	exitNoExec  = 126 // the command could not be executed
-	exitNoCmd   = 127 // the command was not found
-	// A command killed by signal N, or a wait interrupted by it: 128+N.
-)
-
-// exitErr carries an exit status and the one line to print.
-type exitErr struct {
-	code int
-	err  error
-}
-
-func (e *exitErr) Error() string {
-	if e.err == nil {
-		return fmt.Sprintf("exit status %d", e.code)
-	}
-	return e.err.Error()
-}
-
-func (e *exitErr) Unwrap() error { return e.err }
-
-func fail(code int, format string, args ...any) error {
-	return &exitErr{code: code, err: fmt.Errorf(format, args...)}
-}
-
-// status ends tenure with code and no message (a command's own status).
-func status(code int) error { return &exitErr{code: code} }
 
 func main() {
 	// go-redis logs dial failures on its own; tenure reports errors in one
@@ -145,8 +104,6 @@ func execute(args []string, stdout, rawStderr io.Writer) int {
 	return exitUsage
 }
 
-func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
-
 func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}, stderr: &redactor{w: stderr}}
 	root := &cobra.Command{
@@ -179,73 +136,4 @@ func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g), newVersionCmd())
 	root.AddCommand(helpTopics()...)
 	return root, g
-}
-
-// parseRedis turns --redis into client options: a URL as go-redis's
-// ParseURL reads it, or a bare host:port. Its errors never quote a URL
-// that has user information: the parser's messages may quote part of it
-// (an invalid escape in the password, say).
-func parseRedis(s string) (*redis.Options, error) {
-	if s == "" {
-		return nil, errors.New("no Redis address: set --redis or REDIS_URL")
-	}
-	hidden := strings.Contains(s, "@")
-	if !strings.Contains(s, "://") {
-		if strings.ContainsAny(s, "/?#@ \t\r\n") || !strings.Contains(s, ":") {
-			if hidden {
-				return nil, errors.New("the Redis address (not shown: it holds an @, maybe a password) is neither a URL nor host:port")
-			}
-			return nil, fmt.Errorf("redis address %q is neither a URL nor host:port", s)
-		}
-		if err := checkPort(s); err != nil {
-			return nil, fmt.Errorf("redis address %q: %w", s, err)
-		}
-		return &redis.Options{Addr: s}, nil
-	}
-	opts, err := redis.ParseURL(s)
-	if err != nil {
-		if hidden {
-			return nil, errors.New("redis URL: it does not parse (not shown: it has user information); " +
-				"a password must have its reserved characters (@ : / % # ? and space) percent-encoded")
-		}
-		return nil, fmt.Errorf("redis URL: %w", err)
-	}
-	if opts.Network != "unix" {
-		// go-redis takes any port, and the dial's "invalid port" read
-		// as Redis unreachable (exit 69): it is the URL that is wrong.
-		if err := checkPort(opts.Addr); err != nil {
-			if hidden {
-				return nil, fmt.Errorf("redis URL (not shown: it has user information): %w", err)
-			}
-			return nil, fmt.Errorf("redis URL %q: %w", s, err)
-		}
-	}
-	return opts, nil
-}
-
-// checkPort checks that addr is host:port with a port from 1 to 65535.
-func checkPort(addr string) error {
-	_, port, err := net.SplitHostPort(addr)
-	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
-	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		return fmt.Errorf("port %q is not a number from 1 to 65535", port)
-	}
-	return nil
-}
-
-func checkPrefix(p string) error {
-	if err := keys.CheckPrefix(p); err != nil {
-		return fmt.Errorf("--prefix %v", err)
-	}
-	return nil
-}
-
-// checkName rejects what lease would reject, as a usage error.
-func checkName(name string) error {
-	if err := keys.CheckName(name); err != nil {
-		return fmt.Errorf("invalid NAME: %v", err)
-	}
-	return nil
 }

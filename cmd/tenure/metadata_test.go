@@ -1,5 +1,8 @@
 package main
 
+// run --metadata, stored with the lease or permit and shown by status; bad
+// metadata is a usage error.
+
 import (
 	"encoding/json"
 	"strings"

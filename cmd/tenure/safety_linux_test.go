@@ -1,5 +1,9 @@
 package main
 
+// Work under a lease ends within the lease (S9), against the worst: a
+// holder cut off from Redis, a killed tenure, a takeover found at the
+// release, and leftovers in the command's group.
+
 import (
 	"bytes"
 	"context"

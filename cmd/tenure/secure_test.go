@@ -1,5 +1,8 @@
 package main
 
+// Security through the built binary: every command as a least-privilege ACL
+// user, refusals (exit 78), secrets never printed, and TLS.
+
 import (
 	"bytes"
 	"context"
@@ -8,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -72,31 +74,50 @@ func clientsSubscribed(t *testing.T, s *redistest.Server) int {
 // stderr written.
 func everyFeature(t *testing.T, s *redistest.Server, env []string, tag string) string {
 	t.Helper()
-	var all strings.Builder
-	check := func(want int, args ...string) string {
-		t.Helper()
-		code, out, stderr := result(t, on(env, args...))
-		all.WriteString(stderr)
-		if code != want {
-			t.Fatalf("%v: status %d, want %d; stderr: %s", args, code, want, stderr)
-		}
-		return out
-	}
+	f := &featureRun{t: t, env: env}
 	dir := t.TempDir()
 	lease, sem, waited := tag+"-lease", tag+"-sem", tag+"-waited"
-	check(0, "run", "--ttl", "2s", lease, "--", "true")
-	check(0, "run", "-n", "2", "--ttl", "2s", sem, "--", "true")
-	check(0, "elect", "--ttl", "2s", "--identity", "e1", tag+"-elect", "--", "true")
+	f.check(0, "run", "--ttl", "2s", lease, "--", "true")
+	f.check(0, "run", "-n", "2", "--ttl", "2s", sem, "--", "true")
+	f.check(0, "elect", "--ttl", "2s", "--identity", "e1", tag+"-elect", "--", "true")
+	f.waiting(s, waited, dir)
+	f.operators(tag, lease, sem, dir)
+	return f.all.String()
+}
 
+// featureRun is what everyFeature's steps share: the environment tenure
+// runs with, and every stderr written.
+type featureRun struct {
+	t   *testing.T
+	env []string
+	all strings.Builder
+}
+
+// check runs tenure with args, fails the test unless it exits with want,
+// and returns its stdout.
+func (f *featureRun) check(want int, args ...string) string {
+	f.t.Helper()
+	code, out, stderr := result(f.t, on(f.env, args...))
+	f.all.WriteString(stderr)
+	if code != want {
+		f.t.Fatalf("%v: status %d, want %d; stderr: %s", args, code, want, stderr)
+	}
+	return out
+}
+
+// waiting runs two runs of waited on s, the second waiting for the first.
+func (f *featureRun) waiting(s *redistest.Server, waited, dir string) {
+	t := f.t
+	t.Helper()
 	// Waiting: the second run waits on the manager's pub/sub connection
 	// and is woken by the first's release.
 	ready, gate := filepath.Join(dir, "ready"), filepath.Join(dir, "gate")
 	holdCmd := `echo up >> "$1"; while [ ! -e "$2" ]; do sleep 0.02; done`
-	first := on(env, "run", "--ttl", "30s", waited, "--", "sh", "-c", holdCmd, "sh", ready, gate)
+	first := on(f.env, "run", "--ttl", "30s", waited, "--", "sh", "-c", holdCmd, "sh", ready, gate)
 	startBackground(t, first)
 	waitFile(t, ready, 1, 30*time.Second)
 	subs := clientsSubscribed(t, s)
-	second := on(env, "run", "--ttl", "30s", waited, "--", "sh", "-c", `echo up >> "$1"`, "sh", ready)
+	second := on(f.env, "run", "--ttl", "30s", waited, "--", "sh", "-c", `echo up >> "$1"`, "sh", ready)
 	var secondErr bytes.Buffer
 	second.Stderr = &secondErr
 	startBackground(t, second)
@@ -114,9 +135,15 @@ func everyFeature(t *testing.T, s *redistest.Server, env []string, tag string) s
 	if code := exitOf(t, second, 60*time.Second); code != 0 {
 		t.Fatalf("the waiting run exited %d: %s", code, secondErr.String())
 	}
-	all.WriteString(secondErr.String())
+	f.all.WriteString(secondErr.String())
 	waitFile(t, ready, 2, time.Second)
+}
 
+// operators runs status, list, status --watch, elect --observe and
+// release --force against holders of lease and of two permits of sem.
+func (f *featureRun) operators(tag, lease, sem, dir string) {
+	t := f.t
+	t.Helper()
 	// Holders for the operator commands: a lease and two permits.
 	held := filepath.Join(dir, "held")
 	loop := `echo up >> "$1"; while :; do sleep 0.05; done`
@@ -127,27 +154,27 @@ func everyFeature(t *testing.T, s *redistest.Server, env []string, tag string) s
 		{"run", "-n", "3", "--ttl", "2s", "--holder", "h-sem-1", sem},
 		{"run", "-n", "3", "--ttl", "2s", "--holder", "h-sem-2", sem},
 	} {
-		c := on(env, append(args, "--", "sh", "-c", loop, "sh", held)...)
+		c := on(f.env, append(args, "--", "sh", "-c", loop, "sh", held)...)
 		var b bytes.Buffer
 		c.Stderr = &b
 		startBackground(t, c)
 		holders, holderErr = append(holders, c), append(holderErr, &b)
 	}
 	waitFile(t, held, 3, 30*time.Second)
-	if out := check(0, "status", "-n", "3", sem); !strings.Contains(out, "2 held, 1 of -n 3 free") {
+	if out := f.check(0, "status", "-n", "3", sem); !strings.Contains(out, "2 held, 1 of -n 3 free") {
 		t.Errorf("status -n 3 %s:\n%s", sem, out)
 	}
-	if out := check(0, "status", "--json", lease); !strings.Contains(out, `"holder": "h-lease"`) {
+	if out := f.check(0, "status", "--json", lease); !strings.Contains(out, `"holder": "h-lease"`) {
 		t.Errorf("status --json %s:\n%s", lease, out)
 	}
 	var hs []holding
-	if out := check(0, "list", "--json", tag+"-*"); json.Unmarshal([]byte(out), &hs) != nil || len(hs) != 2 {
+	if out := f.check(0, "list", "--json", tag+"-*"); json.Unmarshal([]byte(out), &hs) != nil || len(hs) != 2 {
 		t.Errorf("list --json %s-*: %s", tag, out)
 	}
 	// status --watch and elect --observe print their first line, and end
 	// with status 0 on SIGINT.
 	for _, args := range [][]string{{"status", "--watch", lease, sem}, {"elect", "--observe", tag + "-elect"}} {
-		wt := startWatching(t, on(env, args...))
+		wt := startWatching(t, on(f.env, args...))
 		if line := wt.next(t); !strings.HasPrefix(line, tag+"-") {
 			t.Errorf("%v printed %q", args, line)
 		}
@@ -155,21 +182,20 @@ func everyFeature(t *testing.T, s *redistest.Server, env []string, tag string) s
 		if code := exitOf(t, wt.cmd, 30*time.Second); code != 0 {
 			t.Errorf("%v exited %d on SIGINT: %s", args, code, wt.stderr.String())
 		}
-		all.WriteString(wt.stderr.String())
+		f.all.WriteString(wt.stderr.String())
 	}
-	if out := check(0, "release", "--force", lease); !strings.Contains(out, "removed the lease") {
+	if out := f.check(0, "release", "--force", lease); !strings.Contains(out, "removed the lease") {
 		t.Errorf("release --force %s: %s", lease, out)
 	}
-	if out := check(0, "release", "--force", sem); !strings.Contains(out, "removed the 2 permits") {
+	if out := f.check(0, "release", "--force", sem); !strings.Contains(out, "removed the 2 permits") {
 		t.Errorf("release --force %s: %s", sem, out)
 	}
 	for i, h := range holders {
 		if code := exitOf(t, h, 30*time.Second); code != exitLost {
 			t.Errorf("holder %d exited %d after release --force, want %d: %s", i, code, exitLost, holderErr[i].String())
 		}
-		all.WriteString(holderErr[i].String())
+		f.all.WriteString(holderErr[i].String())
 	}
-	return all.String()
 }
 
 // TestACLUserCLI: every subcommand as docs/security.md's user (the rule
@@ -217,30 +243,7 @@ func TestACLUserCLI(t *testing.T) {
 		t.Error("run in database 2 left no fence counter there")
 	}
 	cmds := mon.Stop(t)
-	if log := srv.ACLLog(t); len(log) > 0 {
-		t.Errorf("the ACL LOG has refusals:\n%s", strings.Join(log, "\n"))
-	}
-	if strings.Contains(stderr, "NOPERM") || strings.Contains(stderr, "can't run") {
-		t.Errorf("a refusal on stderr:\n%s", stderr)
-	}
-	admin := srv.Client(t)
-	v, err := redistest.ScriptKeyViolations(ctx, admin, cmds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(v) > 0 {
-		t.Errorf("scripts touched keys they were not given:\n%s", strings.Join(v, "\n"))
-	}
-	// The release --force script ran, watched, on permits too.
-	scripts := 0
-	for _, c := range cmds {
-		if c.Client == "lua" && len(c.Args) > 0 && strings.EqualFold(c.Args[0], "zrange") {
-			scripts++
-		}
-	}
-	if scripts == 0 {
-		t.Error("MONITOR saw no script call ZRANGE: the release --force of the permits went unwatched")
-	}
+	checkACLClean(t, cmds, stderr)
 }
 
 // TestRefusals: a user without the rights tenure needs, or with a wrong
@@ -297,24 +300,7 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-	// Refused from the start, --watch exits at once with 78.
-	code, _, stderr := result(t, on(withPW(user, pw), "status", "--watch", "narrow"))
-	if code != exitRefused || !strings.Contains(stderr, "'type' command") {
-		t.Errorf("status --watch of a refused user: %d %s", code, stderr)
-	}
-	// So does elect --observe (which would otherwise wait on in silence:
-	// it is killed after a minute).
-	observe := on(withPW(user, pw), "elect", "--observe", "narrow")
-	timer := time.AfterFunc(time.Minute, func() {
-		if observe.Process != nil {
-			_ = observe.Process.Kill()
-		}
-	})
-	code, _, stderr = result(t, observe)
-	timer.Stop()
-	if code != exitRefused || !strings.Contains(stderr, "observing") {
-		t.Errorf("elect --observe of a refused user: %d %s", code, stderr)
-	}
+	checkWatchRefused(t, withPW(user, pw))
 }
 
 // TestSecretsNotPrinted: tenure never prints the password, whatever
@@ -434,53 +420,57 @@ func TestTLS(t *testing.T) {
 	}
 }
 
-// TestHelpExitStatuses: every help that lists exit statuses lists 78.
-func TestHelpExitStatuses(t *testing.T) {
-	for _, args := range [][]string{{"help", "exit-status"}, {"run", "--help"}, {"elect", "--help"}, {"status", "--help"}, {"list", "--help"},
-		{"release", "--help"}} {
-		code, out, _ := result(t, on(nil, args...))
-		if code != 0 || !strings.Contains(out, "Exit status:") || !strings.Contains(out, "\n  78 ") || !strings.Contains(out, "Redis refused the user") {
-			t.Errorf("%v: %d, no status 78 in:\n%s", args, code, out)
+// checkACLClean checks what TestACLUserCLI's commands left: no refusal in
+// the server's ACL LOG nor in their stderr, and, in what MONITOR saw (cmds),
+// no script touching a key it was not given, and the release --force
+// script run on permits.
+func checkACLClean(t *testing.T, cmds []redistest.Command, stderr string) {
+	if log := srv.ACLLog(t); len(log) > 0 {
+		t.Errorf("the ACL LOG has refusals:\n%s", strings.Join(log, "\n"))
+	}
+	if strings.Contains(stderr, "NOPERM") || strings.Contains(stderr, "can't run") {
+		t.Errorf("a refusal on stderr:\n%s", stderr)
+	}
+	ctx := context.Background()
+	admin := srv.Client(t)
+	v, err := redistest.ScriptKeyViolations(ctx, admin, cmds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(v) > 0 {
+		t.Errorf("scripts touched keys they were not given:\n%s", strings.Join(v, "\n"))
+	}
+	// The release --force script ran, watched, on permits too.
+	scripts := 0
+	for _, c := range cmds {
+		if c.Client == "lua" && len(c.Args) > 0 && strings.EqualFold(c.Args[0], "zrange") {
+			scripts++
 		}
+	}
+	if scripts == 0 {
+		t.Error("MONITOR saw no script call ZRANGE: the release --force of the permits went unwatched")
 	}
 }
 
-// TestHelpShape: the top-level help is one screen (it printed about 90
-// lines before "Usage:"), with an example for each command and the
-// topics that took its tables; a command's usage comes before its long
-// description (run's printed some 180 lines before it); and elect's help
-// has none of run's statuses or flags (75, 76, --held-exit, a hold).
-func TestHelpShape(t *testing.T) {
-	_, root, _ := result(t, tenure("--help"))
-	lines := strings.Split(root, "\n")
-	if len(lines) > 50 || !slices.Contains(lines[:10], "Usage:") {
-		t.Errorf("the top-level help has %d lines, \"Usage:\" at %d:\n%s", len(lines), slices.Index(lines, "Usage:"), root)
+// checkWatchRefused checks that status --watch and elect --observe, as a
+// user (env) refused the commands they need, exit 78 at once.
+func checkWatchRefused(t *testing.T, env []string) {
+	// Refused from the start, --watch exits at once with 78.
+	code, _, stderr := result(t, on(env, "status", "--watch", "narrow"))
+	if code != exitRefused || !strings.Contains(stderr, "'type' command") {
+		t.Errorf("status --watch of a refused user: %d %s", code, stderr)
 	}
-	for _, want := range []string{"tenure run ", "tenure elect ", "tenure status ", "tenure list ", "tenure release ",
-		"tenure completion bash", "tenure version", "tenure exit-status", "tenure redis", `"tenure help exit-status"`} {
-		if !strings.Contains(root, want) {
-			t.Errorf("the top-level help lacks %q:\n%s", want, root)
+	// So does elect --observe (which would otherwise wait on in silence:
+	// it is killed after a minute).
+	observe := on(env, "elect", "--observe", "narrow")
+	timer := time.AfterFunc(time.Minute, func() {
+		if observe.Process != nil {
+			_ = observe.Process.Kill()
 		}
-	}
-	if strings.Contains(root, "Exit status:") {
-		t.Errorf("the top-level help still has the exit status table:\n%s", root)
-	}
-	for _, cmd := range []string{"run", "elect", "status", "list", "release"} {
-		_, out, _ := result(t, tenure("help", cmd))
-		if i := slices.Index(strings.Split(out, "\n"), "Usage:"); i < 0 || i > 3 {
-			t.Errorf("help %s: \"Usage:\" at line %d:\n%s", cmd, i, out)
-		}
-	}
-	_, elect, _ := result(t, tenure("elect", "--help"))
-	for _, runOnly := range []string{"\n  75 ", "\n  76 ", "--held-exit", "run NAME without COMMAND", "--wait"} {
-		if strings.Contains(elect, runOnly) {
-			t.Errorf("elect --help says %q, which is run's:\n%s", runOnly, elect)
-		}
-	}
-	_, redisTopic, _ := result(t, tenure("help", "redis"))
-	for _, want := range []string{"redis-sentinel://", "redis-cluster://", "Quorum mode", "visible to every user of the machine", "--tls-ca"} {
-		if !strings.Contains(redisTopic, want) {
-			t.Errorf("help redis lacks %q:\n%s", want, redisTopic)
-		}
+	})
+	code, _, stderr = result(t, observe)
+	timer.Stop()
+	if code != exitRefused || !strings.Contains(stderr, "observing") {
+		t.Errorf("elect --observe of a refused user: %d %s", code, stderr)
 	}
 }

@@ -1,5 +1,8 @@
 package main
 
+// "tenure run -n" (permits of a semaphore): at most N at once, what status
+// and list show of permits and read locks, a lost permit, and a mismatched N.
+
 import (
 	"bytes"
 	"context"
@@ -14,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/rwlock"
@@ -43,7 +48,6 @@ func starts(lines []string) []string {
 // order of their records.
 func TestRunPermits(t *testing.T) {
 	c := client(t)
-	ctx := context.Background()
 	const name = "sem-runs"
 	key := "tenure:{" + name + "}"
 	dir := t.TempDir()
@@ -62,71 +66,9 @@ func TestRunPermits(t *testing.T) {
 		t.Fatalf("%d commands started at once under -n 2: %v", len(first), first)
 	}
 
-	// The two runs that wait are counted: they wait in the name's fair
-	// queue (status showed "waiting 0" while they barged unseen).
-	var (
-		h                 holding
-		code              int
-		out, stderr, text string
-	)
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
-		code, out, stderr = result(t, tenure("status", "--json", "-n", "2", name))
-		if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil {
-			t.Fatalf("status --json -n 2: %d %v %s %s", code, err, out, stderr)
-		}
-		_, text, _ = result(t, tenure("status", name))
-		if h.Waiting == 2 && strings.Contains(text, "\nwaiting  2\n") {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("two runs wait, and status says:\n%s\n%s", out, text)
-		}
-	}
-	var fences, holders []string
-	for _, p := range h.Permits {
-		fences = append(fences, strconv.FormatInt(p.Fence, 10))
-		holders = append(holders, p.Holder)
-		if p.TTLms <= 0 || p.TTLms > 2000 {
-			t.Errorf("permit %+v: TTL outside (0, 2s]", p)
-		}
-	}
-	slices.Sort(fences)
-	if h.Kind != "permits" || h.Held != 2 || h.N != 2 || h.Limit != 2 || h.Free == nil || *h.Free != 0 ||
-		!slices.Equal(fences, slices.Sorted(slices.Values(first))) {
-		t.Errorf("status --json -n 2 of the two permits started as %v:\n%s", first, out)
-	}
-	for _, who := range holders {
-		if !strings.HasPrefix(who, "sem-") {
-			t.Errorf("a permit's holder is %q, want a --holder sem-i", who)
-		}
-	}
-	if fence, _ := strconv.ParseInt(first[1], 10, 64); h.Fence < fence {
-		t.Errorf("the name's fence %d is below a permit's %d", h.Fence, fence)
-	}
-	code, out, _ = result(t, tenure("status", name))
-	if code != 0 || !strings.Contains(out, "kind     permits (semaphore or read lock)") ||
-		!strings.Contains(out, "permits  2 held of n=2") || !strings.Contains(out, "\nn        2\n") ||
-		strings.Count(out, "\npermit   fence ") != 2 || !strings.Contains(out, ", holder sem-") {
-		t.Errorf("status of the permits: %d\n%s", code, out)
-	}
-	code, out, _ = result(t, tenure("status", "-n", "5", name))
-	if code != 0 || !strings.Contains(out, "permits  2 held, 3 of -n 5 free") {
-		t.Errorf("status -n 5: %d\n%s", code, out)
-	}
-	code, out, _ = result(t, tenure("list", "sem-*"))
-	if code != 0 || !strings.Contains(out, name+"  permits") || !strings.Contains(out, "2 permits: sem-") {
-		t.Errorf("list of the permits: %d\n%s", code, out)
-	}
-	code, out, _ = result(t, tenure("list", "--json", "sem-*"))
-	var hs []holding
-	if err := json.Unmarshal([]byte(out), &hs); code != 0 || err != nil || len(hs) != 1 || hs[0].Held != 2 || len(hs[0].Permits) != 2 {
-		t.Errorf("list --json: %d %v\n%s", code, err, out)
-	}
-	for _, tok := range c.ZRange(ctx, key, 0, -1).Val() {
-		if strings.Contains(out, tok[:32]) {
-			t.Error("list shows a permit's token")
-		}
-	}
+	h, out := waitForWaiters(t, name)
+	checkPermitsJSON(t, h, out, first)
+	checkPermitsText(t, c, name, key)
 	// The two waiting runs are still waiting, after all that.
 	if now := starts(waitFile(t, log, 2, time.Second)); len(now) != 2 {
 		t.Fatalf("%d commands started under -n 2 while two held permits: %v", len(now), now)
@@ -144,42 +86,8 @@ func TestRunPermits(t *testing.T) {
 		t.Fatalf("starts %v, want four", all)
 	}
 
-	// release --force takes both remaining permits at once.
-	code, out, stderr = result(t, tenure("release", "--force", name))
-	if code != 0 || !strings.Contains(out, fmt.Sprintf("removed the 2 permits of %q", name)) || !strings.Contains(out, "held by sem-") {
-		t.Errorf("release --force of the permits: %d %q %s", code, out, stderr)
-	}
-	if n := c.Exists(ctx, key, key+":permits").Val(); n != 0 {
-		t.Errorf("release --force left %d of the set and its :permits hash", n)
-	}
-	var codes []int
-	for i, r := range runs {
-		code := exitOf(t, r, 30*time.Second)
-		codes = append(codes, code)
-		if code == exitLost && !strings.Contains(stderrs[i].String(), fmt.Sprintf("the permit of %q was lost", name)) {
-			t.Errorf("run %d: %s", i, stderrs[i].String())
-		}
-	}
-	slices.Sort(codes)
-	if !slices.Equal(codes, []int{0, 0, exitLost, exitLost}) {
-		t.Errorf("exit statuses %v, want two 0 (ran to their end) and two %d (permits taken by release --force)", codes, exitLost)
-	}
-
-	// Never more than two at once, by the order of the records.
-	data, _ := os.ReadFile(log)
-	running, most := 0, 0
-	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
-		switch {
-		case strings.HasPrefix(l, "start "):
-			running++
-		case strings.HasPrefix(l, "end "):
-			running--
-		}
-		most = max(most, running)
-	}
-	if most != 2 {
-		t.Errorf("at most %d commands ran at once, want 2:\n%s", most, data)
-	}
+	releasePermitRuns(t, c, name, key, runs, stderrs)
+	checkAtMostTwo(t, log)
 }
 
 // TestPermitLossStopsCommand: the permit removed from the set (ZREM) while
@@ -343,6 +251,144 @@ func TestRunPermitsMismatch(t *testing.T) {
 		t.Errorf("status after the resize: %d\n%s", code, out)
 	}
 
+	endMismatchRuns(t, c, name, key, gate, fences, runs)
+}
+
+// waitForWaiters waits until status says that two runs of name wait (they
+// wait in the name's fair queue), and returns what status --json -n 2 said
+// then, read and as printed.
+func waitForWaiters(t *testing.T, name string) (holding, string) {
+	// The two runs that wait are counted: they wait in the name's fair
+	// queue (status showed "waiting 0" while they barged unseen).
+	var (
+		h                 holding
+		code              int
+		out, stderr, text string
+	)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		code, out, stderr = result(t, tenure("status", "--json", "-n", "2", name))
+		if err := json.Unmarshal([]byte(out), &h); code != 0 || err != nil {
+			t.Fatalf("status --json -n 2: %d %v %s %s", code, err, out, stderr)
+		}
+		_, text, _ = result(t, tenure("status", name))
+		if h.Waiting == 2 && strings.Contains(text, "\nwaiting  2\n") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("two runs wait, and status says:\n%s\n%s", out, text)
+		}
+	}
+	return h, out
+}
+
+// checkPermitsJSON checks what status --json -n 2 said (h, printed as out)
+// of the two permits held, whose fences are first.
+func checkPermitsJSON(t *testing.T, h holding, out string, first []string) {
+	var fences, holders []string
+	for _, p := range h.Permits {
+		fences = append(fences, strconv.FormatInt(p.Fence, 10))
+		holders = append(holders, p.Holder)
+		if p.TTLms <= 0 || p.TTLms > 2000 {
+			t.Errorf("permit %+v: TTL outside (0, 2s]", p)
+		}
+	}
+	slices.Sort(fences)
+	if h.Kind != "permits" || h.Held != 2 || h.N != 2 || h.Limit != 2 || h.Free == nil || *h.Free != 0 ||
+		!slices.Equal(fences, slices.Sorted(slices.Values(first))) {
+		t.Errorf("status --json -n 2 of the two permits started as %v:\n%s", first, out)
+	}
+	for _, who := range holders {
+		if !strings.HasPrefix(who, "sem-") {
+			t.Errorf("a permit's holder is %q, want a --holder sem-i", who)
+		}
+	}
+	if fence, _ := strconv.ParseInt(first[1], 10, 64); h.Fence < fence {
+		t.Errorf("the name's fence %d is below a permit's %d", h.Fence, fence)
+	}
+}
+
+// checkPermitsText checks status, status -n 5, list and list --json of
+// name, the semaphore whose key is key, while two permits are held.
+func checkPermitsText(t *testing.T, c *redis.Client, name, key string) {
+	ctx := context.Background()
+	code, out, _ := result(t, tenure("status", name))
+	if code != 0 || !strings.Contains(out, "kind     permits (semaphore or read lock)") ||
+		!strings.Contains(out, "permits  2 held of n=2") || !strings.Contains(out, "\nn        2\n") ||
+		strings.Count(out, "\npermit   fence ") != 2 || !strings.Contains(out, ", holder sem-") {
+		t.Errorf("status of the permits: %d\n%s", code, out)
+	}
+	code, out, _ = result(t, tenure("status", "-n", "5", name))
+	if code != 0 || !strings.Contains(out, "permits  2 held, 3 of -n 5 free") {
+		t.Errorf("status -n 5: %d\n%s", code, out)
+	}
+	code, out, _ = result(t, tenure("list", "sem-*"))
+	if code != 0 || !strings.Contains(out, name+"  permits") || !strings.Contains(out, "2 permits: sem-") {
+		t.Errorf("list of the permits: %d\n%s", code, out)
+	}
+	code, out, _ = result(t, tenure("list", "--json", "sem-*"))
+	var hs []holding
+	if err := json.Unmarshal([]byte(out), &hs); code != 0 || err != nil || len(hs) != 1 || hs[0].Held != 2 || len(hs[0].Permits) != 2 {
+		t.Errorf("list --json: %d %v\n%s", code, err, out)
+	}
+	for _, tok := range c.ZRange(ctx, key, 0, -1).Val() {
+		if strings.Contains(out, tok[:32]) {
+			t.Error("list shows a permit's token")
+		}
+	}
+}
+
+// releasePermitRuns takes the two permits of name left with release
+// --force, and checks the runs' exits: two ran to their end, two lost their
+// permits.
+func releasePermitRuns(t *testing.T, c *redis.Client, name, key string, runs []*exec.Cmd, stderrs []*bytes.Buffer) {
+	ctx := context.Background()
+	// release --force takes both remaining permits at once.
+	code, out, stderr := result(t, tenure("release", "--force", name))
+	if code != 0 || !strings.Contains(out, fmt.Sprintf("removed the 2 permits of %q", name)) || !strings.Contains(out, "held by sem-") {
+		t.Errorf("release --force of the permits: %d %q %s", code, out, stderr)
+	}
+	if n := c.Exists(ctx, key, key+":permits").Val(); n != 0 {
+		t.Errorf("release --force left %d of the set and its :permits hash", n)
+	}
+	var codes []int
+	for i, r := range runs {
+		code := exitOf(t, r, 30*time.Second)
+		codes = append(codes, code)
+		if code == exitLost && !strings.Contains(stderrs[i].String(), fmt.Sprintf("the permit of %q was lost", name)) {
+			t.Errorf("run %d: %s", i, stderrs[i].String())
+		}
+	}
+	slices.Sort(codes)
+	if !slices.Equal(codes, []int{0, 0, exitLost, exitLost}) {
+		t.Errorf("exit statuses %v, want two 0 (ran to their end) and two %d (permits taken by release --force)", codes, exitLost)
+	}
+}
+
+// checkAtMostTwo checks, by the order of the records in log, that never
+// more than two commands ran at once.
+func checkAtMostTwo(t *testing.T, log string) {
+	// Never more than two at once, by the order of the records.
+	data, _ := os.ReadFile(log)
+	running, most := 0, 0
+	for _, l := range strings.Split(strings.TrimSpace(string(data)), "\n") {
+		switch {
+		case strings.HasPrefix(l, "start "):
+			running++
+		case strings.HasPrefix(l, "end "):
+			running--
+		}
+		most = max(most, running)
+	}
+	if most != 2 {
+		t.Errorf("at most %d commands ran at once, want 2:\n%s", most, data)
+	}
+}
+
+// endMismatchRuns lets the runs of name (gate's files, for their fences)
+// end, then checks that, no permit held, a new -n is taken as it comes and
+// the semaphore (key) leaves no key behind.
+func endMismatchRuns(t *testing.T, c *redis.Client, name, key, gate string, fences []string, runs []*exec.Cmd) {
+	ctx := context.Background()
 	for _, f := range fences {
 		if err := os.WriteFile(gate+"-"+f, nil, 0o600); err != nil {
 			t.Fatal(err)
@@ -353,7 +399,7 @@ func TestRunPermitsMismatch(t *testing.T) {
 			t.Errorf("run %d of -n 2 exited %d, want its command's 0", i, code)
 		}
 	}
-	code, _, stderr = result(t, tenure("run", "-n", "1", "--wait", "0", name, "--", "true"))
+	code, _, stderr := result(t, tenure("run", "-n", "1", "--wait", "0", name, "--", "true"))
 	if code != 0 {
 		t.Errorf("run -n 1 once no permit is held: status %d, want 0; stderr: %q", code, stderr)
 	}

@@ -1,5 +1,8 @@
 package main
 
+// release --force on a Cluster: the sharded release message wakes waiters
+// and reaches holders.
+
 import (
 	"context"
 	"strings"

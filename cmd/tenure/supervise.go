@@ -1,10 +1,17 @@
 package main
 
+// Supervision of a command run under a lease ("tenure run", "tenure
+// elect"): its process group is stopped by the lease's local deadline, at
+// once on a loss, and killed when it stays stopped; on Linux the guard keeps
+// the deadline too (group_linux.go, guard_linux.go).
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -379,4 +386,24 @@ func (n *notices) say(s func() string) {
 func (n *notices) close() {
 	close(n.ch)
 	<-n.done
+}
+
+// execFailure is the exit status and message for a command that could not
+// be started.
+func execFailure(err error) *exitErr {
+	if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
+		return &exitErr{code: exitNoCmd, err: err}
+	}
+	return &exitErr{code: exitNoExec, err: err}
+}
+
+// exitStatus is a finished command's status, 128+N when signal N killed it.
+func exitStatus(ps *os.ProcessState, err error) int {
+	if ps == nil {
+		return exitError
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
 }

@@ -1,5 +1,8 @@
 package main
 
+// -v and -vv, the words for a loss, and a paused Redis (verbose.go,
+// leasewatch.go).
+
 import (
 	"bytes"
 	"path/filepath"

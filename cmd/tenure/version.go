@@ -1,5 +1,7 @@
 package main
 
+// "tenure version" and --version, from the binary's build information.
+
 import (
 	"fmt"
 	"runtime"

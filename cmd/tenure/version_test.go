@@ -1,5 +1,7 @@
 package main
 
+// "tenure version" and --version.
+
 import (
 	"os/exec"
 	"path/filepath"

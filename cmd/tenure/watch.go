@@ -1,5 +1,8 @@
 package main
 
+// Watching: "tenure status --watch" and "tenure elect --observe", each a line
+// per change, with its time, until SIGINT or SIGTERM.
+
 import (
 	"context"
 	"encoding/json"

@@ -1,5 +1,7 @@
 package main
 
+// status --watch and elect --observe (watch.go).
+
 import (
 	"bufio"
 	"bytes"

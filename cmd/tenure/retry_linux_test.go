@@ -1,5 +1,8 @@
 package main
 
+// A "run --wait" that outlives a Redis restart, and one that waits for a
+// Redis not yet up (retry.go).
+
 import (
 	"context"
 	"os"
