@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -83,48 +82,4 @@ func cycleLoop(ctx context.Context, l locker, par int, d time.Duration, count in
 	r := cycleResult{Ops: n, Seconds: el, OpsPerSec: float64(n) / el, Lat: summarize(lats), Errors: errs}
 	r.NsPerOp = 1e9 * float64(par) / r.OpsPerSec
 	return r
-}
-
-// timedCycles runs acquire+release of l from par goroutines for d (or, if
-// d is 0, count cycles in all), goroutine g's next cycle on name(g). It
-// returns every cycle's latency, how many failed, and the seconds it took.
-func timedCycles(ctx context.Context, l locker, par int, d time.Duration, count int64, name func(g int) string) ([]time.Duration, int64, float64) {
-	var (
-		ops, errs atomic.Int64
-		wg        sync.WaitGroup
-		mu        sync.Mutex
-		lats      []time.Duration
-	)
-	start := time.Now()
-	stop := start.Add(d)
-	for g := range par {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			local := make([]time.Duration, 0, 4096)
-			for {
-				if d > 0 && time.Now().After(stop) {
-					break
-				}
-				if d == 0 && ops.Add(1) > count {
-					break
-				}
-				key := name(g)
-				t0 := time.Now()
-				rel, err := l.acquire(ctx, key)
-				if err == nil {
-					err = rel(ctx)
-				}
-				local = append(local, time.Since(t0))
-				if err != nil {
-					errs.Add(1)
-				}
-			}
-			mu.Lock()
-			lats = append(lats, local...)
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	return lats, errs.Load(), time.Since(start).Seconds()
 }

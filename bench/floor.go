@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -214,53 +213,6 @@ func floorVariants() []floorVariant {
 	}
 }
 
-// nameHook counts the commands the client sends by name, to tell them
-// from those scripts call.
-type nameHook struct {
-	mu    sync.Mutex
-	names map[string]int64
-}
-
-func (h *nameHook) record(cmds ...redis.Cmder) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.names == nil {
-		h.names = map[string]int64{}
-	}
-	for _, c := range cmds {
-		h.names[strings.ToLower(c.Name())]++
-	}
-}
-
-func (h *nameHook) reset() {
-	h.mu.Lock()
-	h.names = map[string]int64{}
-	h.mu.Unlock()
-}
-
-// sent is how many commands named as commandstats names them the client
-// sent.
-func (h *nameHook) sent(name string) int64 {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	base, _, _ := strings.Cut(name, "|") // commandstats spells subcommands "client|setinfo"
-	return h.names[base]
-}
-
-func (h *nameHook) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (h *nameHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		h.record(cmd)
-		return next(ctx, cmd)
-	}
-}
-func (h *nameHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		h.record(cmds...)
-		return next(ctx, cmds)
-	}
-}
-
 func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
 	// A server of its own: no keys, clients or expiries of other scenarios.
 	srv, err := redistest.StartServer(redistest.Config{})
@@ -371,36 +323,6 @@ func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
 		if err := b.done(); err != nil {
 			return out, err
 		}
-	}
-	return out, nil
-}
-
-type cmdCount struct{ calls, usec int64 }
-
-// commandStats parses INFO commandstats: cmdstat_<name>:calls=..,usec=..,...
-func commandStats(ctx context.Context, admin *redis.Client) (map[string]cmdCount, error) {
-	s, err := admin.Info(ctx, "commandstats").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]cmdCount{}
-	for _, line := range strings.Split(s, "\n") {
-		name, rest, ok := strings.Cut(strings.TrimSpace(line), ":")
-		name, isCmd := strings.CutPrefix(name, "cmdstat_")
-		if !ok || !isCmd {
-			continue
-		}
-		var cc cmdCount
-		for _, kv := range strings.Split(rest, ",") {
-			k, v, _ := strings.Cut(kv, "=")
-			switch k {
-			case "calls":
-				cc.calls, _ = strconv.ParseInt(v, 10, 64)
-			case "usec":
-				cc.usec, _ = strconv.ParseInt(v, 10, 64)
-			}
-		}
-		out[name] = cc
 	}
 	return out, nil
 }

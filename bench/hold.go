@@ -5,11 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/bsm/redislock"
@@ -43,8 +40,6 @@ type holdResult struct {
 	// run then holds the others.
 	Refused int
 }
-
-const acquirers = 64
 
 func refreshImpl() impl {
 	return impl{Name: "redislock-refresh", Note: "hand-written: one goroutine per lease calling redislock Lock.Refresh on a time.Ticker"}
@@ -84,92 +79,6 @@ func runHold(ctx context.Context, cfg runConfig, srv *redistest.Server) ([]holdR
 	return out, nil
 }
 
-func memInUse() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc + ms.StackInuse)
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// redisCPU returns the server's used_cpu_user + used_cpu_sys.
-func redisCPU(ctx context.Context, admin *redis.Client) float64 {
-	s, err := admin.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0
-	}
-	var t float64
-	for _, line := range strings.Split(s, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			t += f
-		}
-	}
-	return t
-}
-
-// parallel calls f(i) for i in [0, n) from k goroutines; the first error
-// wins.
-func parallel(n, k int, f func(i int) error) error {
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		first atomic.Pointer[error]
-	)
-	for range k {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || first.Load() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					first.CompareAndSwap(nil, &err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if p := first.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// lateness tracks, per lease, the send time of its last renewal as some
-// sampler sees it, and the worst delay of a renewal past its schedule
-// (previous send + interval).
-type lateness struct {
-	interval time.Duration
-	last     []time.Time
-	worst    time.Duration
-	renewals int64
-}
-
-func newLateness(n int, interval time.Duration, start []time.Time) *lateness {
-	return &lateness{interval: interval, last: start, worst: -interval}
-}
-
-func (l *lateness) observe(i int, sent time.Time) {
-	if !sent.After(l.last[i]) {
-		return
-	}
-	l.worst = max(l.worst, sent.Sub(l.last[i])-l.interval)
-	l.last[i] = sent
-	l.renewals++
-}
-
 // watchWindow samples every lease's last send time every interval/5 until
 // the window ends, then returns the measurements of the window.
 func watchWindow(ctx context.Context, admin *redis.Client, h *counter, hc holdCase, lt *lateness, sample func(lt *lateness)) (holdResult, time.Duration) {
@@ -203,12 +112,6 @@ loop:
 		Lateness: lt.worst, Renewals: lt.renewals, RenewSec: float64(lt.renewals) / el.Seconds(),
 	}, el
 }
-
-// perItemClient hides a *redis.Client behind a type the backend does not
-// know, so that it renews each lease with its own renew.lua call, as it did
-// before renew_leases.lua: the per-item baseline of renewal cost, measured
-// in the same run.
-type perItemClient struct{ *redis.Client }
 
 // holdTenure holds hc's leases with one lease.Manager; perItem renews them
 // one script call each (perItemClient).
