@@ -584,3 +584,14 @@ func watchHeld(ctx context.Context, d deployment, held []heldLease, window time.
 	}
 	return nil
 }
+
+// clusterFailures are the scenario's safety failures: a lease tenure lost.
+func clusterFailures(rs []clusterResult) []string {
+	var out []string
+	for _, c := range rs {
+		if c.Lost > 0 {
+			out = append(out, fmt.Sprintf("scenario 8: tenure lost %d of %d leases (%s, run %d)", c.Lost, c.Leases, c.Deploy, c.Run))
+		}
+	}
+	return out
+}

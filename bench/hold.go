@@ -250,3 +250,21 @@ func holdRefresh(ctx context.Context, cfg runConfig, addr string, admin *redis.C
 	_ = parallel(hc.Leases, acquirers, func(i int) error { return locks[i].Release(ctx) })
 	return r, nil
 }
+
+type holdCase struct {
+	Leases   int
+	TTL      time.Duration
+	Interval time.Duration
+	Hold     time.Duration
+}
+
+// holdFailures are the scenario's safety failures: a lease tenure lost.
+func holdFailures(rs []holdResult) []string {
+	var out []string
+	for _, h := range rs {
+		if h.Lost > 0 && h.Impl == "tenure" {
+			out = append(out, fmt.Sprintf("scenario 3: tenure lost %d of %d leases (ttl %v)", h.Lost, h.Leases, h.TTL))
+		}
+	}
+	return out
+}

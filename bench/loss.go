@@ -168,3 +168,20 @@ func lossOnce(ctx context.Context, addr string, watcher *redis.Client, ttl time.
 	}
 	return lossTrial{TTL: ttl, Margin: bound.Sub(at), Cause: cause}, gone.Sub(bound), nil
 }
+
+type lossCase struct {
+	ttl    time.Duration
+	trials int
+}
+
+// lossFailures are the scenario's safety failures: a context cancelled
+// after the server's expiry.
+func lossFailures(rs []lossResult) []string {
+	var out []string
+	for _, l := range rs {
+		if l.Negative > 0 {
+			out = append(out, fmt.Sprintf("scenario 4: %d of %d trials cancelled after the server's expiry (ttl %v, min margin %v)", l.Negative, l.Trials, l.TTL, l.Min))
+		}
+	}
+	return out
+}

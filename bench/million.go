@@ -266,3 +266,18 @@ func infoInt(ctx context.Context, admin *redis.Client, section, field string) (i
 	}
 	return 0, fmt.Errorf("INFO %s: no %s", section, field)
 }
+
+// millionFailures are the scenario's failures: leases it could not acquire,
+// and leases lost.
+func millionFailures(rs []millionResult) []string {
+	var out []string
+	for _, m := range rs {
+		if m.Error != "" {
+			out = append(out, fmt.Sprintf("scenario 5: stopped at %d of %d leases: %s", m.Leases, m.Target, m.Error))
+		}
+		if m.Lost > 0 {
+			out = append(out, fmt.Sprintf("scenario 5: tenure lost %d of %d leases", m.Lost, m.Leases))
+		}
+	}
+	return out
+}

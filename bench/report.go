@@ -1,13 +1,99 @@
 package main
 
+// What a run writes: results.json (the results type) and results.md.
+
 import (
 	"cmp"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/redistest"
 )
+
+// results is everything one run measured; results.json holds it.
+type results struct {
+	Mode      string
+	Date      time.Time
+	Machine   string
+	Go        string
+	Redis     string
+	Runs      int
+	Cycle     []cycleResult
+	Contended []contendedResult
+	Hold      []holdResult
+	Loss      []lossResult
+	Million   []millionResult
+	Floor     []floorResult
+	Semaphore *semaphoreResults `json:",omitempty"`
+	Cluster   []clusterResult   `json:",omitempty"`
+	Impls     map[string]string
+	Elapsed   time.Duration
+	LoadStart string // /proc/loadavg when the run began and ended: other work on the machine
+	LoadEnd   string
+	Failures  []string
+	// Dates says when each scenario's numbers were taken, when a run with
+	// -only kept some from an earlier run.
+	Dates map[string]time.Time `json:",omitempty"`
+}
+
+// machine describes the CPU: "N × model".
+func machine() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	model := "unknown CPU"
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			model = strings.TrimSpace(v)
+			break
+		}
+	}
+	return fmt.Sprintf("%d × %s (%s/%s)", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH)
+}
+
+func redisVersion() string {
+	bin, err := redistest.Binary()
+	if err != nil {
+		return "unknown"
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v
+		}
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// newResults is a run's results before any scenario: when, where, and the
+// implementations the tables name.
+func newResults(cfg runConfig, start time.Time) *results {
+	res := &results{Mode: cfg.mode, Date: start.UTC(), Machine: machine(), Go: runtime.Version(), Redis: redisVersion(), Runs: cfg.runs, Impls: map[string]string{}, LoadStart: loadAvg()}
+	for _, im := range append(contendedImpls(), redislockImpl(0), refreshImpl()) {
+		res.Impls[im.Name] = im.Note
+	}
+	return res
+}
 
 // markdown renders results.md.
 func markdown(r *results) string {
@@ -19,9 +105,9 @@ func markdown(r *results) string {
 	p("- Repeats: %d runs per measurement, implementations interleaved in a rotating order within each run; tables show medians over runs unless they say otherwise\n- Total time: %v\n\n", r.Runs, r.Elapsed)
 	if len(r.Dates) > 0 {
 		p("Scenarios were taken at different times (`-only` reruns):")
-		for _, s := range strings.Split(allScenarios, ",") {
-			if d, ok := r.Dates[s]; ok {
-				p(" %s %s;", s, d.Format("2006-01-02 15:04 UTC"))
+		for _, s := range scenarios {
+			if d, ok := r.Dates[s.name]; ok {
+				p(" %s %s;", s.name, d.Format("2006-01-02 15:04 UTC"))
 			}
 		}
 		p("\n\n")
