@@ -1,15 +1,26 @@
 package main
 
+// Scenario 2, contended handoff: 8 and 32 goroutines on one name, half on
+// each of two managers (two clients, two pools), each releasing as soon as
+// it holds: what a waiter feels. tenure (Manager.Acquire, woken by the
+// release message) against redsync and redislock at their default retry
+// settings and at 1ms, and the baseline spinning on SET NX (the upper bound
+// of handoffs, not a sensible way to wait). It measures acquisitions and
+// handoffs (an acquisition by another goroutine than the previous holder) a
+// second, the time inside acquire, how fair it is (the busiest goroutine's
+// share, starved goroutines), commands per acquisition, and the time from a
+// release to the next holder; two holders at once fail the run (plots:
+// contended.png, contended_wait.png).
+
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 )
-
-// Scenario 2: goroutines on one name across two managers (two pools), each
-// holding for zero time; what a waiter feels.
 
 type contendedResult struct {
 	Impl        string
@@ -190,4 +201,87 @@ func contendOnce(ctx context.Context, im impl, addr string, g int, d time.Durati
 		return r, fmt.Errorf("%d errors while contending, the first: %w", r.Errors, *firstErr.Load())
 	}
 	return r, nil
+}
+
+type contendedMedian struct {
+	impl          string
+	g             int
+	acq, handoffs float64
+	p50, p99, max time.Duration
+	worstMax      time.Duration
+	busiest, cmds float64
+	starved       float64
+	handoff       time.Duration // release sent -> next holder, p50
+	trips         float64       // handoff p50 in release round trips
+}
+
+func contendedMedians(r *results) []contendedMedian {
+	var out []contendedMedian
+	for _, g := range group(r.Contended, func(c contendedResult) int { return c.Goroutines }) {
+		for _, im := range group(r.Contended, func(c contendedResult) string { return c.Impl }) {
+			rs := filter(r.Contended, func(c contendedResult) bool { return c.Impl == im && c.Goroutines == g })
+			var worst time.Duration
+			for _, c := range rs {
+				worst = max(worst, c.MaxWait)
+			}
+			out = append(out, contendedMedian{
+				impl: im, g: g,
+				acq:      medianOf(rs, func(c contendedResult) float64 { return c.AcqPerSec }),
+				handoffs: medianOf(rs, func(c contendedResult) float64 { return c.HandoffsSec }),
+				p50:      time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.Wait.P50) })),
+				p99:      time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.Wait.P99) })),
+				max:      time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.MaxWait) })),
+				worstMax: worst,
+				busiest:  medianOf(rs, func(c contendedResult) float64 { return c.BusiestShare }),
+				cmds:     medianOf(rs, func(c contendedResult) float64 { return c.CmdsPerAcq }),
+				starved:  medianOf(rs, func(c contendedResult) float64 { return float64(c.Starved) }),
+				handoff:  time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.Handoff.P50) })),
+				trips:    medianOf(rs, func(c contendedResult) float64 { return c.HandoffTrips }),
+			})
+		}
+	}
+	return out
+}
+
+func contendedSection(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## 2. Contended handoff\n\n")
+	p("N goroutines loop on one name, half on each of two managers (two clients, two pools); each releases as soon as it holds. ")
+	p("A handoff is an acquisition by a goroutine other than the previous holder. Wait = time inside the implementation's acquire until it holds; ")
+	p("max wait includes waits still unfinished when the run ended (a starving waiter). Busiest = the busiest goroutine's share of all acquisitions (fair: 1/N). ")
+	p("Commands/acquisition counts every command both clients sent (go-redis hook), releases included; the floor is 2 (one acquire, one release). ")
+	p("Release → next holder is, for each handoff, the time from the previous holder sending its release to the next holder's acquire returning; ")
+	p("its p50 is also given in round trips of the release call itself, measured in the same run (the floor for a waiter woken by a message is 2: the release, then the winning attempt). ")
+	p("tenure waits for the release message on the name's channel (docs/design.md section 5), barging: the releaser may take the name again before the woken waiter tries.\n\n")
+	ms := contendedMedians(r)
+	p("| goroutines | implementation | acq/s | handoffs/s | wait p50 | wait p99 | max wait (median / worst run) | busiest share | starved goroutines | commands/acq | release → next holder p50 | in release round trips |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range ms {
+		p("| %d | %s | %.0f | %.0f | %s | %s | %s / %s | %.2f | %.0f | %.1f | %s | %.1f |\n", m.g, m.impl, m.acq, m.handoffs, dur(m.p50), dur(m.p99), dur(m.max), dur(m.worstMax), m.busiest, m.starved, m.cmds, dur(m.handoff), m.trips)
+	}
+	p("\n![contended](contended.png)\n\n")
+}
+
+// contendedPlots draws handoffs a second (contended.png) and the waiters'
+// p99 wait (contended_wait.png), a bar per implementation and count of
+// goroutines.
+func contendedPlots(r *results, dir string) error {
+	ms := contendedMedians(r)
+	get := func(f func(contendedMedian) float64) func(string, int) float64 {
+		return func(impl string, g int) float64 {
+			for _, m := range ms {
+				if m.impl == impl && m.g == g {
+					return f(m)
+				}
+			}
+			return 0
+		}
+	}
+	impls := group(ms, func(m contendedMedian) string { return m.impl })
+	gs := group(ms, func(m contendedMedian) int { return m.g })
+	if err := groupedBars(filepath.Join(dir, "contended.png"), "Contended: handoffs to another goroutine (median)", "handoffs/s",
+		impls, gs, "goroutines", get(func(m contendedMedian) float64 { return m.handoffs })); err != nil {
+		return err
+	}
+	return groupedBars(filepath.Join(dir, "contended_wait.png"), "Contended: waiter's p99 time in acquire (median)", "ms",
+		impls, gs, "goroutines", get(func(m contendedMedian) float64 { return float64(m.p99) / 1e6 }))
 }

@@ -19,42 +19,12 @@ import (
 // writePlots writes one PNG per scenario that ran.
 func writePlots(r *results, dir string) error {
 	if len(r.Cycle) > 0 {
-		ms := cycleMedians(r)
-		err := groupedBars(filepath.Join(dir, "cycle.png"), "Uncontended acquire+release (median over runs)", "cycles/s",
-			group(ms, func(m cycleMedian) string { return m.impl }),
-			group(ms, func(m cycleMedian) int { return m.par }), "goroutines",
-			func(impl string, par int) float64 {
-				for _, m := range ms {
-					if m.impl == impl && m.par == par {
-						return m.ops
-					}
-				}
-				return 0
-			})
-		if err != nil {
+		if err := cyclePlot(r, filepath.Join(dir, "cycle.png")); err != nil {
 			return err
 		}
 	}
 	if len(r.Contended) > 0 {
-		ms := contendedMedians(r)
-		get := func(f func(contendedMedian) float64) func(string, int) float64 {
-			return func(impl string, g int) float64 {
-				for _, m := range ms {
-					if m.impl == impl && m.g == g {
-						return f(m)
-					}
-				}
-				return 0
-			}
-		}
-		impls := group(ms, func(m contendedMedian) string { return m.impl })
-		gs := group(ms, func(m contendedMedian) int { return m.g })
-		if err := groupedBars(filepath.Join(dir, "contended.png"), "Contended: handoffs to another goroutine (median)", "handoffs/s",
-			impls, gs, "goroutines", get(func(m contendedMedian) float64 { return m.handoffs })); err != nil {
-			return err
-		}
-		if err := groupedBars(filepath.Join(dir, "contended_wait.png"), "Contended: waiter's p99 time in acquire (median)", "ms",
-			impls, gs, "goroutines", get(func(m contendedMedian) float64 { return float64(m.p99) / 1e6 })); err != nil {
+		if err := contendedPlots(r, dir); err != nil {
 			return err
 		}
 	}
