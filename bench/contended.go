@@ -20,6 +20,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 type contendedResult struct {
@@ -82,109 +84,143 @@ func runContended(ctx context.Context, cfg runConfig, addr string) ([]contendedR
 	return out, nil
 }
 
+// contendOnce runs g goroutines on one name for d, half on each of two
+// lockers of im.
 func contendOnce(ctx context.Context, im impl, addr string, g int, d time.Duration, name string) (contendedResult, error) {
 	r := contendedResult{Impl: im.Name, Goroutines: g}
-	var lockers [2]locker
-	var hooks [2]*counter
-	for i := range lockers {
-		c, h := newClient(addr, g/2+2)
-		defer c.Close()
-		l, err := im.new(c, 10*time.Second)
-		if err != nil {
-			return r, err
-		}
-		defer l.close()
-		lockers[i], hooks[i] = l, h
+	lockers, hooks, done, err := lockerPair(addr, g, func(c *redis.Client) (locker, error) { return im.new(c, 10*time.Second) })
+	if err != nil {
+		return r, err
 	}
+	defer done()
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	var (
-		inside, overlaps, errs, handoffs atomic.Int64
-		firstErr                         atomic.Pointer[error]
-		last                             atomic.Int64
-		relSent                          atomic.Int64 // UnixNano when the holder sent its release
-		counts                           = make([]int64, g)
-		handoffLat                       = make([][]time.Duration, g)
-		releaseLat                       = make([][]time.Duration, g)
-		waits                            = make([][]time.Duration, g)
-		pending                          = make([]time.Duration, g)
-		wg                               sync.WaitGroup
-	)
-	last.Store(-1)
-	start := time.Now()
+	c := newContention(name, g, d)
+	var wg sync.WaitGroup
 	for i := range g {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := lockers[i%2]
-			for runCtx.Err() == nil {
-				t0 := time.Now()
-				rel, err := l.acquire(runCtx, name)
-				if err != nil {
-					if runCtx.Err() == nil {
-						errs.Add(1)
-						firstErr.CompareAndSwap(nil, &err)
-					}
-					pending[i] = time.Since(t0)
-					return
-				}
-				got := time.Now()
-				w := got.Sub(t0)
-				if inside.Add(1) != 1 {
-					overlaps.Add(1)
-				}
-				var handoff time.Duration
-				if last.Swap(int64(i)) != int64(i) {
-					handoffs.Add(1)
-					if sent := relSent.Load(); sent != 0 {
-						handoff = got.Sub(time.Unix(0, sent))
-					}
-				}
-				// Stored while holding, before the release is sent: the
-				// next holder's acquire returns after it.
-				r0 := time.Now()
-				relSent.Store(r0.UnixNano())
-				inside.Add(-1)
-				// Release with a fresh context: the run's may just have ended.
-				relCtx, relCancel := context.WithTimeout(context.Background(), 5*time.Second)
-				if err := rel(relCtx); err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
-				}
-				relCancel()
-				rt := time.Since(r0)
-				if runCtx.Err() != nil && time.Since(start) > d {
-					// Finished after the end: do not count it.
-					return
-				}
-				counts[i]++
-				waits[i] = append(waits[i], w)
-				releaseLat[i] = append(releaseLat[i], rt)
-				if handoff > 0 {
-					handoffLat[i] = append(handoffLat[i], handoff)
-				}
-			}
+			c.contend(runCtx, lockers[i%2], i)
 		}()
 	}
 	wg.Wait()
-	el := d.Seconds()
+	c.result(&r, hooks[0].cmds.Load()+hooks[1].cmds.Load())
+	if r.Errors > 0 {
+		return r, fmt.Errorf("%d errors while contending, the first: %w", r.Errors, *c.firstErr.Load())
+	}
+	return r, nil
+}
+
+// contention is one contendOnce as its goroutines see it: what they count
+// together, and what each records in its own slot.
+type contention struct {
+	name                             string
+	d                                time.Duration
+	start                            time.Time
+	inside, overlaps, errs, handoffs atomic.Int64
+	firstErr                         atomic.Pointer[error]
+	last                             atomic.Int64 // the goroutine that held last
+	relSent                          atomic.Int64 // UnixNano when the holder sent its release
+	counts                           []int64
+	handoffLat, releaseLat, waits    [][]time.Duration
+	pending                          []time.Duration // a wait still unfinished when the run ended
+}
+
+func newContention(name string, g int, d time.Duration) *contention {
+	c := &contention{name: name, d: d, counts: make([]int64, g), pending: make([]time.Duration, g),
+		handoffLat: make([][]time.Duration, g), releaseLat: make([][]time.Duration, g), waits: make([][]time.Duration, g)}
+	c.last.Store(-1)
+	c.start = time.Now()
+	return c
+}
+
+func (c *contention) fail(err error) {
+	c.errs.Add(1)
+	c.firstErr.CompareAndSwap(nil, &err)
+}
+
+// contend is goroutine i: acquire, release at once, until ctx ends.
+func (c *contention) contend(ctx context.Context, l locker, i int) {
+	for ctx.Err() == nil {
+		t0 := time.Now()
+		rel, err := l.acquire(ctx, c.name)
+		if err != nil {
+			if ctx.Err() == nil {
+				c.fail(err)
+			}
+			c.pending[i] = time.Since(t0)
+			return
+		}
+		got := time.Now()
+		handoff := c.took(i, got)
+		rt := c.release(rel)
+		if ctx.Err() != nil && time.Since(c.start) > c.d {
+			// Finished after the end: do not count it.
+			return
+		}
+		c.counts[i]++
+		c.waits[i] = append(c.waits[i], got.Sub(t0))
+		c.releaseLat[i] = append(c.releaseLat[i], rt)
+		if handoff > 0 {
+			c.handoffLat[i] = append(c.handoffLat[i], handoff)
+		}
+	}
+}
+
+// took notes that goroutine i holds the name since got: an overlap if
+// another holds it too, and a handoff, with the time since the release
+// that allowed it, if another held it last.
+func (c *contention) took(i int, got time.Time) (handoff time.Duration) {
+	if c.inside.Add(1) != 1 {
+		c.overlaps.Add(1)
+	}
+	if c.last.Swap(int64(i)) != int64(i) {
+		c.handoffs.Add(1)
+		if sent := c.relSent.Load(); sent != 0 {
+			handoff = got.Sub(time.Unix(0, sent))
+		}
+	}
+	return handoff
+}
+
+// release calls rel and returns its round trip.
+func (c *contention) release(rel func(context.Context) error) time.Duration {
+	// Stored while holding, before the release is sent: the next holder's
+	// acquire returns after it.
+	r0 := time.Now()
+	c.relSent.Store(r0.UnixNano())
+	c.inside.Add(-1)
+	// Release with a fresh context: the run's may just have ended.
+	relCtx, relCancel := context.WithTimeout(context.Background(), 5*time.Second)
+	if err := rel(relCtx); err != nil {
+		c.fail(err)
+	}
+	relCancel()
+	return time.Since(r0)
+}
+
+// result sums the goroutines' records into r; cmds is what both clients
+// sent.
+func (c *contention) result(r *contendedResult, cmds int64) {
+	el := c.d.Seconds()
 	var all, hand, rels []time.Duration
 	var total, busiest int64
-	for i := range g {
-		all = append(all, waits[i]...)
-		hand = append(hand, handoffLat[i]...)
-		rels = append(rels, releaseLat[i]...)
-		total += counts[i]
-		busiest = max(busiest, counts[i])
-		if counts[i] == 0 {
+	for i := range c.counts {
+		all = append(all, c.waits[i]...)
+		hand = append(hand, c.handoffLat[i]...)
+		rels = append(rels, c.releaseLat[i]...)
+		total += c.counts[i]
+		busiest = max(busiest, c.counts[i])
+		if c.counts[i] == 0 {
 			r.Starved++
 		}
-		r.MaxWait = max(r.MaxWait, pending[i])
+		r.MaxWait = max(r.MaxWait, c.pending[i])
 	}
 	r.Seconds = el
 	r.Acqs = total
 	r.AcqPerSec = float64(total) / el
-	r.HandoffsSec = float64(handoffs.Load()) / el
+	r.HandoffsSec = float64(c.handoffs.Load()) / el
 	r.Wait = summarize(all)
 	r.Handoff, r.Release = summarize(hand), summarize(rels)
 	if r.Release.P50 > 0 {
@@ -193,14 +229,10 @@ func contendOnce(ctx context.Context, im impl, addr string, g int, d time.Durati
 	r.MaxWait = max(r.MaxWait, r.Wait.Max)
 	if total > 0 {
 		r.BusiestShare = float64(busiest) / float64(total)
-		r.CmdsPerAcq = float64(hooks[0].cmds.Load()+hooks[1].cmds.Load()) / float64(total)
+		r.CmdsPerAcq = float64(cmds) / float64(total)
 	}
-	r.Errors = errs.Load()
-	r.Overlaps = overlaps.Load()
-	if r.Errors > 0 {
-		return r, fmt.Errorf("%d errors while contending, the first: %w", r.Errors, *firstErr.Load())
-	}
-	return r, nil
+	r.Errors = c.errs.Load()
+	r.Overlaps = c.overlaps.Load()
 }
 
 type contendedMedian struct {

@@ -284,3 +284,27 @@ func commandStats(ctx context.Context, admin *redis.Client) (map[string]cmdCount
 	}
 	return out, nil
 }
+
+// lockerPair builds a locker on each of two clients of addr, for g
+// goroutines half on each (pools of g/2+2); done closes them, each locker
+// before its client.
+func lockerPair(addr string, g int, build func(*redis.Client) (locker, error)) (ls [2]locker, hooks [2]*counter, done func(), err error) {
+	var closers []func()
+	done = func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	for i := range ls {
+		c, h := newClient(addr, g/2+2)
+		closers = append(closers, func() { _ = c.Close() })
+		l, err := build(c)
+		if err != nil {
+			done()
+			return ls, hooks, func() {}, err
+		}
+		closers = append(closers, func() { _ = l.close() })
+		ls[i], hooks[i] = l, h
+	}
+	return ls, hooks, done, nil
+}
