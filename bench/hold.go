@@ -1,22 +1,37 @@
 package main
 
+// Scenario 3, the watchdog at scale: one process holds N leases (1,000 to
+// 100,000 by mode; acquired by 64 goroutines with TryAcquire) for a few
+// renewal intervals, at TTL 30s renewed every 10s and at TTL 3s renewed
+// every second. tenure, which batches renewals (renew_leases.lua), against
+// tenure-per-item (the same library behind a client type its backend does
+// not know: one renew.lua call a lease) and against the hand-written
+// alternative, a goroutine per lease calling redislock's Refresh on a
+// ticker. It measures goroutines and bytes added per lease, renewals, round
+// trips and commands a second, client and Redis CPU, the worst renewal
+// lateness and the leases lost; tenure losing one fails the run (hold.png).
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )
-
-// Scenario 3: one process holds many leases for a few renewal intervals.
 
 type holdResult struct {
 	Impl       string
@@ -267,4 +282,83 @@ func holdFailures(rs []holdResult) []string {
 		}
 	}
 	return out
+}
+
+func holdSection(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## 3. Watchdog at scale\n\n")
+	p("One process holds N leases (acquired by 64 goroutines with TryAcquire / Obtain) and keeps them for the window shown. ")
+	p("Memory = heap + goroutine stacks added, per lease, after GC. CPU = this process's user+system time (getrusage) per second of the window; ")
+	p("Redis CPU = the server's (INFO cpu). Lateness = the worst delay of a renewal's send past its schedule (previous renewal + interval), ")
+	p("observed from `Lease.Deadline` for tenure and from the loop's own record for the hand-written one; lost = leases whose context ended (tenure) or whose ")
+	p("Refresh found the key gone or came after the TTL (hand-written).\n\n")
+	p("| leases | TTL / interval | implementation | acquire all | goroutines added | bytes/lease | renewals/s | round trips/s | commands/s | client CPU s/s | Redis CPU s/s | worst lateness | lost |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, h := range r.Hold {
+		p("| %d | %v / %v | %s | %.1fs | %d | %.0f | %.0f | %.0f | %.0f | %.3f | %.3f | %s | %s |\n", h.Leases, h.TTL, h.Interval, h.Impl, h.AcquireSec, h.Goroutines, h.BytesLease, h.RenewSec, h.TripsSec, h.CmdsSec, h.CPUSec, h.RedisCPU, dur(h.Lateness), lostRefused(h.Lost, h.Refused))
+	}
+	p("\nClient CPU, hand-written ÷ tenure:\n\n| leases | TTL | ratio |\n|---:|---|---:|\n")
+	for _, t := range filter(r.Hold, func(h holdResult) bool { return h.Impl == "tenure" }) {
+		for _, o := range filter(r.Hold, func(h holdResult) bool {
+			return h.Impl == "redislock-refresh" && h.Leases == t.Leases && h.TTL == t.TTL
+		}) {
+			p("| %d | %v | %s |\n", t.Leases, t.TTL, ratio(o.CPUSec/t.CPUSec))
+		}
+	}
+	p("\nRedis CPU per lease renewed (Redis CPU s/s ÷ renewals/s, the server's idle work included): tenure, which renews plain leases ")
+	p("up to 256 to a `renew_leases.lua` call, against tenure-per-item (the same library behind a client type the backend does not know, so ")
+	p("that it renews each lease with its own `renew.lua` call, as before) and the hand-written loop, in the same run:\n\n")
+	p("| leases | TTL | tenure µs/renewal | tenure-per-item µs/renewal | ratio | hand-written µs/renewal |\n|---:|---|---:|---:|---:|---:|\n")
+	perRenewal := func(h holdResult) float64 { return h.RedisCPU / max(h.RenewSec, 1) * 1e6 }
+	for _, t := range filter(r.Hold, func(h holdResult) bool { return h.Impl == "tenure" }) {
+		same := func(impl string) (holdResult, bool) {
+			for _, o := range r.Hold {
+				if o.Impl == impl && o.Leases == t.Leases && o.TTL == t.TTL {
+					return o, true
+				}
+			}
+			return holdResult{}, false
+		}
+		pi, ok1 := same("tenure-per-item")
+		hw, ok2 := same("redislock-refresh")
+		if !ok1 || !ok2 {
+			continue
+		}
+		p("| %d | %v | %.1f | %.1f | %s | %.1f |\n", t.Leases, t.TTL, perRenewal(t), perRenewal(pi), ratio(perRenewal(t)/perRenewal(pi)), perRenewal(hw))
+	}
+	p("\n![hold](hold.png)\n\n")
+}
+
+func holdPlot(r *results, file string) error {
+	p := plot.New()
+	p.Title.Text = "Holding N leases: client CPU"
+	p.X.Label.Text = "leases held"
+	p.Y.Label.Text = "client CPU seconds per second"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{}
+	type key struct {
+		impl string
+		ttl  time.Duration
+	}
+	keys := group(r.Hold, func(h holdResult) key { return key{h.Impl, h.TTL} })
+	for i, k := range keys {
+		var xys plotter.XYs
+		for _, h := range r.Hold {
+			if h.Impl == k.impl && h.TTL == k.ttl {
+				xys = append(xys, plotter.XY{X: float64(h.Leases), Y: h.CPUSec})
+			}
+		}
+		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i)
+		pts.Shape = plotutil.Shape(i)
+		p.Add(l, pts)
+		p.Legend.Add(fmt.Sprintf("%s, TTL %v", k.impl, k.ttl), l, pts)
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
 }

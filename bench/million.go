@@ -1,20 +1,36 @@
 package main
 
+// Scenario 5, a million leases: one process, one lease.Manager, acquires N
+// leases (1,000,000; -medium 200,000; -short 20,000) with TryAcquire from
+// 64 goroutines and holds them for minutes, at TTL 30s renewed every 10s
+// unless -million-ttl says otherwise. It is measured against its target,
+// not a peer: at most 600 bytes a lease in the process, none lost,
+// goroutines constant in N. It measures the time to acquire them all,
+// goroutines and bytes per lease, renewals a second, the worst lateness,
+// client and Redis CPU and memory, round trips and commands a second, and
+// how long Close takes to release them all; and a time series of renewals,
+// heap and losses (million.png). A lease lost or not acquired fails the run.
+
 import (
 	"context"
 	"fmt"
+	"image/color"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )
-
-// Scenario 5: one process holds a million leases, for minutes.
 
 type millionCase struct {
 	Leases int
@@ -280,4 +296,145 @@ func millionFailures(rs []millionResult) []string {
 		}
 	}
 	return out
+}
+
+// millionTarget is the process's budget a lease.
+const millionTarget = 600
+
+func millionSection(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("\n## 5. Million leases\n\n")
+	ttl, interval := 30*time.Second, 10*time.Second
+	if len(r.Million) > 0 {
+		ttl, interval = r.Million[0].TTL, r.Million[0].Interval
+	}
+	p("One process, one `lease.Manager`, acquires N leases with TryAcquire from 64 goroutines (TTL %v, renewed every %v: N/%.3g renewals a second) and holds them for the window. ", ttl, interval.Round(time.Millisecond), interval.Seconds())
+	p("Memory = heap + goroutine stacks added per lease after GC, once all are held and again at the end of the window; the harness's own per-lease arrays are allocated before the baseline, so it is what the library keeps (the name string included). ")
+	p("Goroutines added are counted once 1%% of the leases are held and once all are. Lateness and lost are read as in scenario 3, every 2s; ")
+	p("client CPU includes that pass over all leases (mean time shown). Redis memory = INFO memory `used_memory` after acquiring all − after FLUSHALL.\n\n")
+	for _, m := range r.Million {
+		if m.Error != "" || m.Lost > 0 {
+			p("**FAILED:** held %d of %d leases", m.Leases, m.Target)
+			if m.Lost > 0 {
+				p(", **lost %d**", m.Lost)
+			}
+			if m.Error != "" {
+				p("; what ran out first: `%s`", m.Error)
+			}
+			p("\n\n")
+		}
+	}
+	p("| leases held / asked | window | acquire all | goroutines added (1%% → all) | bytes/lease held | bytes/lease at end | renewals/s (schedule) | worst lateness | lost | client CPU s/s | sampling pass | round trips/s | commands/s | release all (Close) |\n")
+	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Million {
+		late := dur(m.Lateness)
+		if m.Renewals == 0 {
+			late = "– (no renewal)"
+		}
+		p("| %d / %d | %v | %.1fs | %d → %d | %.0f | %.0f | %.0f (%.0f) | %s | %d | %.3f | %.0fms | %.0f | %.0f | %.1fs |\n",
+			m.Leases, m.Target, m.Window.Round(time.Second), m.AcquireSec, m.GoroutinesEarly, m.Goroutines, m.BytesHeld, m.BytesEnd,
+			m.RenewSec, float64(m.Leases)/m.Interval.Seconds(), late, m.Lost, m.CPUSec, m.SampleMs, m.TripsSec, m.CmdsSec, m.CloseSec)
+	}
+	p("\nThe Redis side, same run:\n\n| leases | used_memory added | per lease | Redis CPU s/s | Redis CPU per renewal |\n|---:|---:|---:|---:|---:|\n")
+	for _, m := range r.Million {
+		perRenewal := "–"
+		if m.RenewSec > 0 {
+			perRenewal = fmt.Sprintf("%.1fµs", m.RedisCPU/m.RenewSec*1e6)
+		}
+		p("| %d | %.0f MB | %.0f B | %.3f | %s |\n", m.Leases, float64(m.RedisMem)/1e6, m.RedisMemLease, m.RedisCPU, perRenewal)
+	}
+	p("\nTarget: at most %d bytes a lease in the process, zero lost, goroutines constant in N.\n\n", millionTarget)
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "**not met**"
+	}
+	for _, m := range r.Million {
+		p("- %d of %d leases acquired: %s; bytes/lease %.0f held, %.0f at end: %s; lost %d: %s; goroutines %d at 1%%, %d at all: %s\n",
+			m.Leases, m.Target, met(m.Leases == m.Target && m.Error == ""),
+			m.BytesHeld, m.BytesEnd, met(max(m.BytesHeld, m.BytesEnd) <= millionTarget),
+			m.Lost, met(m.Lost == 0), m.GoroutinesEarly, m.Goroutines, met(m.GoroutinesEarly == m.Goroutines))
+	}
+	p("\n![million](million.png)\n")
+}
+
+// millionPlot stacks panels sharing the time axis: renewals/s against the
+// schedule, heap in use, and, only if any were lost, leases lost.
+func millionPlot(m millionResult, file string) error {
+	series := func(f func(millionSample) float64) plotter.XYs {
+		xys := make(plotter.XYs, len(m.Series))
+		for i, s := range m.Series {
+			xys[i] = plotter.XY{X: s.T, Y: f(s)}
+		}
+		return xys
+	}
+	end := m.Series[len(m.Series)-1].T
+	panel := func(title, ylabel string, xys plotter.XYs, i int) (*plot.Plot, []plot.Thumbnailer, error) {
+		p := plot.New()
+		p.Title.Text = title
+		p.Y.Label.Text = ylabel
+		p.X.Label.Text = "seconds since the window began"
+		p.X.Min, p.X.Max = 0, end
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return nil, nil, err
+		}
+		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		pts.Shape = plotutil.Shape(i)
+		p.Add(l, pts)
+		p.Y.Min = 0
+		return p, []plot.Thumbnailer{l, pts}, nil
+	}
+	lost := m.Series[len(m.Series)-1].Lost
+	title := fmt.Sprintf("%d leases, TTL %v renewed every %v: renewals/s per 2s", m.Leases, m.TTL, m.Interval)
+	if lost > 0 {
+		title += fmt.Sprintf(" — LOST %d", lost)
+	}
+	ren, observed, err := panel(title, "renewals/s", series(func(s millionSample) float64 { return s.RenewSec }), 0)
+	if err != nil {
+		return err
+	}
+	want := float64(m.Leases) / m.Interval.Seconds()
+	sched, err := plotter.NewLine(plotter.XYs{{X: 0, Y: want}, {X: end, Y: want}})
+	if err != nil {
+		return err
+	}
+	sched.Color = color.Black
+	sched.Dashes = []vg.Length{vg.Points(4), vg.Points(4)}
+	ren.Add(sched)
+	ren.Legend.Add("observed", observed...)
+	ren.Legend.Add(fmt.Sprintf("schedule: %.0f/s", want), sched)
+	ren.Legend.Top = true
+	ren.Y.Max = max(ren.Y.Max, want) * 1.25
+	heap, _, err := panel("Go heap in use (HeapAlloc, no forced GC)", "MB", series(func(s millionSample) float64 { return s.HeapMB }), 1)
+	if err != nil {
+		return err
+	}
+	rows := [][]*plot.Plot{{ren}, {heap}}
+	if lost > 0 {
+		lp, _, err := panel("Leases lost so far", "leases", series(func(s millionSample) float64 { return float64(s.Lost) }), 2)
+		if err != nil {
+			return err
+		}
+		rows = append(rows, []*plot.Plot{lp})
+	}
+	c, err := draw.NewFormattedCanvas(8*vg.Inch, vg.Length(3*len(rows))*vg.Inch, "png")
+	if err != nil {
+		return err
+	}
+	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
+	canvases := plot.Align(rows, tiles, draw.New(c))
+	for i, row := range rows {
+		row[0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
