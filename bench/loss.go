@@ -111,19 +111,52 @@ func lossOnce(ctx context.Context, addr string, watcher *redis.Client, ttl time.
 	}()
 
 	// Watch the key from the start so that every renewal's effect is seen.
-	type sample struct {
-		sent time.Time
-		pttl time.Duration
-	}
 	stop := make(chan struct{})
-	watched := make(chan []sample, 1)
+	watched := watchPTTL(ctx, watcher, key, stop)
+
+	interval := ttl / 3
+	time.Sleep(interval/2 + rand.N(interval))
+	p.BlackHole(true)
+
+	var at time.Time
+	select {
+	case at = <-cancelled:
+	case <-time.After(3 * ttl):
+		close(stop)
+		return lossTrial{}, 0, errors.New("loss: lease not cancelled within 3 TTLs of the black hole")
+	}
+	var ss []pttlSample
+	select {
+	case ss = <-watched:
+	case <-time.After(3 * ttl):
+		close(stop)
+		return lossTrial{}, 0, errors.New("loss: key did not expire within 3 TTLs")
+	}
+	p.BlackHole(false)
+	bound, gone := expiryBounds(ss)
+	if bound.IsZero() || gone.IsZero() {
+		return lossTrial{}, 0, errors.New("loss: watcher saw no expiry")
+	}
+	return lossTrial{TTL: ttl, Margin: bound.Sub(at), Cause: lossCause(l)}, gone.Sub(bound), nil
+}
+
+// A pttlSample is one PTTL reply and when its request was sent.
+type pttlSample struct {
+	sent time.Time
+	pttl time.Duration
+}
+
+// watchPTTL polls key's PTTL every ~1ms until the key is gone or stop is
+// closed, then sends what it saw.
+func watchPTTL(ctx context.Context, watcher *redis.Client, key string, stop <-chan struct{}) <-chan []pttlSample {
+	watched := make(chan []pttlSample, 1)
 	go func() {
-		var ss []sample
+		var ss []pttlSample
 		for {
 			sent := time.Now()
 			d, err := watcher.PTTL(ctx, key).Result()
 			if err == nil {
-				ss = append(ss, sample{sent, d})
+				ss = append(ss, pttlSample{sent, d})
 				if d < 0 { // -2: gone
 					break
 				}
@@ -137,27 +170,13 @@ func lossOnce(ctx context.Context, addr string, watcher *redis.Client, ttl time.
 		}
 		watched <- ss
 	}()
+	return watched
+}
 
-	interval := ttl / 3
-	time.Sleep(interval/2 + rand.N(interval))
-	p.BlackHole(true)
-
-	var at time.Time
-	select {
-	case at = <-cancelled:
-	case <-time.After(3 * ttl):
-		close(stop)
-		return lossTrial{}, 0, errors.New("loss: lease not cancelled within 3 TTLs of the black hole")
-	}
-	var ss []sample
-	select {
-	case ss = <-watched:
-	case <-time.After(3 * ttl):
-		close(stop)
-		return lossTrial{}, 0, errors.New("loss: key did not expire within 3 TTLs")
-	}
-	p.BlackHole(false)
-	var bound, gone time.Time
+// expiryBounds returns the server's expiry as the latest send time + PTTL
+// over the samples (a lower bound), and the first sample that found the key
+// gone; zero times when there was no such sample.
+func expiryBounds(ss []pttlSample) (bound, gone time.Time) {
 	for _, s := range ss {
 		if s.pttl >= 0 {
 			if e := s.sent.Add(s.pttl); e.After(bound) {
@@ -167,17 +186,18 @@ func lossOnce(ctx context.Context, addr string, watcher *redis.Client, ttl time.
 			gone = s.sent
 		}
 	}
-	if bound.IsZero() || gone.IsZero() {
-		return lossTrial{}, 0, errors.New("loss: watcher saw no expiry")
-	}
-	cause := "other"
+	return bound, gone
+}
+
+// lossCause names why l's context ended.
+func lossCause(l *lease.Lease) string {
 	switch c := context.Cause(l.Context()); {
 	case errors.Is(c, lease.ErrLost):
-		cause = "ErrLost"
+		return "ErrLost"
 	case c != nil:
-		cause = c.Error()
+		return c.Error()
 	}
-	return lossTrial{TTL: ttl, Margin: bound.Sub(at), Cause: cause}, gone.Sub(bound), nil
+	return "other"
 }
 
 type lossCase struct {
