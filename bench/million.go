@@ -121,8 +121,7 @@ func errSuffix(e string) string {
 // a failure of what is measured (an acquire error, a lost lease) is in the
 // result, with how far it got.
 func holdMillion(ctx context.Context, addr string, admin *redis.Client, mc millionCase) (millionResult, error) {
-	n := mc.Leases
-	r := millionResult{Target: n, TTL: millionTTL, Interval: millionInterval}
+	r := millionResult{Target: mc.Leases, TTL: millionTTL, Interval: millionInterval}
 	rmem0, err := infoInt(ctx, admin, "memory", "used_memory")
 	if err != nil {
 		return r, err
@@ -131,49 +130,14 @@ func holdMillion(ctx context.Context, addr string, admin *redis.Client, mc milli
 	defer c.Close()
 	// The harness's own per-lease arrays exist before the baseline, so that
 	// bytes/lease is what the library keeps.
-	leases := make([]*lease.Lease, n)
-	start := make([]time.Time, n)
+	mh := newMillionHeld(mc.Leases)
 	mem0, g0 := memInUse(), runtime.NumGoroutine()
 	m, err := lease.New(c, lease.WithTTL(millionTTL), lease.WithRenewInterval(millionInterval), lease.WithLogger(quietLogger))
 	if err != nil {
 		return r, err
 	}
 	defer m.Close()
-	drift := time.Duration(float64(millionTTL)*lease.DefaultDriftFactor) + lease.DefaultDriftExtra
-	sentOf := func(l *lease.Lease) time.Time { return l.Deadline().Add(drift - millionTTL) }
-	acquire := func(i int) error {
-		// One allocation, the name the lease keeps; fmt.Sprint would box i
-		// and copy twice.
-		var buf [24]byte
-		l, err := m.TryAcquire(ctx, string(strconv.AppendInt(append(buf[:0], "m-"...), int64(i), 10)))
-		if err != nil {
-			return fmt.Errorf("acquiring lease %d: %w", i, err)
-		}
-		leases[i], start[i] = l, sentOf(l)
-		return nil
-	}
-	t0 := time.Now()
-	// Goroutines at 1% and at 100% of N: equal if they do not grow with N.
-	early := max(n/100, 1)
-	aerr := parallel(early, acquirers, acquire)
-	r.GoroutinesEarly = settledGoroutines() - g0
-	if aerr == nil {
-		aerr = parallel(n-early, acquirers, func(i int) error { return acquire(early + i) })
-	}
-	r.AcquireSec = time.Since(t0).Seconds()
-	if aerr != nil {
-		r.Error = aerr.Error()
-		// The first error stops the acquirers; keep what they got.
-		k := 0
-		for i, l := range leases {
-			if l != nil {
-				leases[k], start[k] = l, start[i]
-				k++
-			}
-		}
-		leases, start = leases[:k], start[:k]
-	}
-	r.Leases = len(leases)
+	mh.acquire(ctx, m, g0, &r)
 	if r.Leases == 0 {
 		return r, nil
 	}
@@ -186,20 +150,97 @@ func holdMillion(ctx context.Context, addr string, admin *redis.Client, mc milli
 	}
 	r.RedisMem = rmem1 - rmem0
 	r.RedisMemLease = float64(r.RedisMem) / float64(r.Leases)
-
-	lt := newLateness(r.Leases, millionInterval, start)
-	sample := func() (lost int) {
-		for i, l := range leases {
-			lt.observe(i, sentOf(l))
-			if l.Err() != nil {
-				lost++
-			}
-		}
-		return lost
+	mh.watch(ctx, admin, h, mc.Window, &r)
+	r.BytesEnd = float64(memInUse()-mem0) / float64(r.Leases)
+	runtime.KeepAlive(mh.leases)
+	c0 := time.Now()
+	cerr := m.Close()
+	r.CloseSec = time.Since(c0).Seconds()
+	if cerr != nil && r.Error == "" {
+		r.Error = "close: " + cerr.Error()
 	}
+	return r, nil
+}
+
+// millionHeld is the harness's own record of the leases: each lease, and
+// the send time of its acquisition.
+type millionHeld struct {
+	leases []*lease.Lease
+	start  []time.Time
+	drift  time.Duration
+}
+
+func newMillionHeld(n int) *millionHeld {
+	return &millionHeld{leases: make([]*lease.Lease, n), start: make([]time.Time, n),
+		drift: time.Duration(float64(millionTTL)*lease.DefaultDriftFactor) + lease.DefaultDriftExtra}
+}
+
+// sent is when l's last renewal (or acquisition) was sent, as its deadline
+// says.
+func (mh *millionHeld) sent(l *lease.Lease) time.Time { return l.Deadline().Add(mh.drift - millionTTL) }
+
+// acquire takes every lease on m from 64 goroutines, and counts the
+// goroutines added (since g0) once 1% are held. The first error stops the
+// acquirers: it keeps what they got, and the error is in r.
+func (mh *millionHeld) acquire(ctx context.Context, m *lease.Manager, g0 int, r *millionResult) {
+	n := len(mh.leases)
+	one := func(i int) error {
+		// One allocation, the name the lease keeps; fmt.Sprint would box i
+		// and copy twice.
+		var buf [24]byte
+		l, err := m.TryAcquire(ctx, string(strconv.AppendInt(append(buf[:0], "m-"...), int64(i), 10)))
+		if err != nil {
+			return fmt.Errorf("acquiring lease %d: %w", i, err)
+		}
+		mh.leases[i], mh.start[i] = l, mh.sent(l)
+		return nil
+	}
+	t0 := time.Now()
+	// Goroutines at 1% and at 100% of N: equal if they do not grow with N.
+	early := max(n/100, 1)
+	err := parallel(early, acquirers, one)
+	r.GoroutinesEarly = settledGoroutines() - g0
+	if err == nil {
+		err = parallel(n-early, acquirers, func(i int) error { return one(early + i) })
+	}
+	r.AcquireSec = time.Since(t0).Seconds()
+	if err != nil {
+		r.Error = err.Error()
+		mh.keepAcquired()
+	}
+	r.Leases = len(mh.leases)
+}
+
+// keepAcquired drops the leases never acquired.
+func (mh *millionHeld) keepAcquired() {
+	k := 0
+	for i, l := range mh.leases {
+		if l != nil {
+			mh.leases[k], mh.start[k] = l, mh.start[i]
+			k++
+		}
+	}
+	mh.leases, mh.start = mh.leases[:k], mh.start[:k]
+}
+
+// sample observes every lease's last renewal and returns how many are lost.
+func (mh *millionHeld) sample(lt *lateness) (lost int) {
+	for i, l := range mh.leases {
+		lt.observe(i, mh.sent(l))
+		if l.Err() != nil {
+			lost++
+		}
+	}
+	return lost
+}
+
+// watch holds the leases for window, sampling them every millionEvery into
+// r's time series, and fills in r's totals over the window.
+func (mh *millionHeld) watch(ctx context.Context, admin *redis.Client, h *counter, window time.Duration, r *millionResult) {
+	lt := newLateness(len(mh.leases), millionInterval, mh.start)
 	h.reset()
 	// As watchWindow does: only what happens inside the window counts.
-	sample()
+	mh.sample(lt)
 	lt.renewals, lt.worst = 0, -lt.interval
 	cpu0, rc0, w0 := cpuTime(), redisCPU(ctx, admin), time.Now()
 	tick := time.NewTicker(millionEvery)
@@ -212,10 +253,10 @@ func holdMillion(ctx context.Context, addr string, admin *redis.Client, mc milli
 	)
 	// Counting ticks, not racing a timer for the window's end, keeps the
 	// last interval as long as the others.
-	for range int(mc.Window / millionEvery) {
+	for range int(window / millionEvery) {
 		<-tick.C
 		s0 := time.Now()
-		lost := sample()
+		lost := mh.sample(lt)
 		sampling += time.Since(s0)
 		runtime.ReadMemStats(&ms)
 		late := lt.worst
@@ -243,15 +284,6 @@ func holdMillion(ctx context.Context, addr string, admin *redis.Client, mc milli
 	if len(r.Series) > 0 {
 		r.SampleMs = sampling.Seconds() * 1e3 / float64(len(r.Series))
 	}
-	r.BytesEnd = float64(memInUse()-mem0) / float64(r.Leases)
-	runtime.KeepAlive(leases)
-	c0 := time.Now()
-	cerr := m.Close()
-	r.CloseSec = time.Since(c0).Seconds()
-	if cerr != nil && r.Error == "" {
-		r.Error = "close: " + cerr.Error()
-	}
-	return r, nil
 }
 
 // settledGoroutines is runtime.NumGoroutine once goroutines that just
