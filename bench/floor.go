@@ -1,5 +1,18 @@
 package main
 
+// Scenario 6, where the floor is: acquire + release of fresh names from one
+// goroutine on a Redis server of its own, by Redis's own accounting (INFO
+// commandstats, after CONFIG RESETSTAT and FLUSHALL before each variant).
+// Variants, each adding one step of tenure's acquire.lua to the one before:
+// (1) SET NX PX + a compare-and-delete script, the floor; (2) the SET inside
+// a script; (3) plus tenure's fence; (4) plus acquire.lua's EXISTS; (5)
+// tenure itself (TryAcquire + Release); and each side of tenure alone: (6)
+// release.lua after variant 2's acquire, (7) acquire.lua before a
+// compare-and-delete. The scripts of 2-4 are the bench's own (below); 5-7
+// run the library's. It reports, per cycle, each command's calls and µs,
+// those called from scripts, Redis µs, EVALSHA µs per call, Redis CPU (INFO
+// cpu) and client wall time, and each variant against variant 1.
+
 import (
 	"context"
 	"errors"
@@ -16,10 +29,6 @@ import (
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )
-
-// Scenario 6: where the floor of an uncontended acquire+release cycle is,
-// by Redis's own accounting (INFO commandstats), from a plain SET NX up to
-// tenure, one step at a time.
 
 // floorTTL is the TTL of every variant, as in scenario 1.
 const floorTTL = 10 * time.Second
@@ -325,4 +334,83 @@ func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
 		}
 	}
 	return out, nil
+}
+
+// floorMedian is the median over runs of one floor variant.
+type floorMedian struct {
+	variant                   int
+	name, note                string
+	runs                      int
+	redisUs, evalshaUs, inner float64
+	clientUs, cpuUs           float64
+	cmds                      []floorCmd
+}
+
+func floorMedians(r *results) []floorMedian {
+	var out []floorMedian
+	vs := group(r.Floor, func(f floorResult) int { return f.Variant })
+	slices.Sort(vs)
+	for _, v := range vs {
+		rs := filter(r.Floor, func(f floorResult) bool { return f.Variant == v })
+		fm := floorMedian{
+			variant: v, name: rs[0].Name, note: rs[0].Note, runs: len(rs),
+			redisUs:   medianOf(rs, func(f floorResult) float64 { return f.RedisUs }),
+			evalshaUs: medianOf(rs, func(f floorResult) float64 { return f.EvalshaUs }),
+			inner:     medianOf(rs, func(f floorResult) float64 { return f.InnerCalls }),
+			clientUs:  medianOf(rs, func(f floorResult) float64 { return f.ClientUs }),
+			cpuUs:     medianOf(rs, func(f floorResult) float64 { return f.CPUUs }),
+		}
+		var all []floorCmd
+		for _, f := range rs {
+			all = append(all, f.Commands...)
+		}
+		for _, name := range group(all, func(c floorCmd) string { return c.Name }) {
+			cs := filter(all, func(c floorCmd) bool { return c.Name == name })
+			fm.cmds = append(fm.cmds, floorCmd{
+				Name: name, Inner: cs[0].Inner,
+				Calls:     medianOf(cs, func(c floorCmd) float64 { return c.Calls }),
+				UsecCall:  medianOf(cs, func(c floorCmd) float64 { return c.UsecCall }),
+				UsecCycle: medianOf(cs, func(c floorCmd) float64 { return c.UsecCycle }),
+			})
+		}
+		out = append(out, fm)
+	}
+	return out
+}
+
+func floorSection(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	ms := floorMedians(r)
+	p("\n## 6. Where the floor is\n\n")
+	p("Acquire + release of a fresh name in a loop, one goroutine, one client, on a Redis server of its own, emptied (FLUSHALL) and its statistics reset (CONFIG RESETSTAT) before each variant; ")
+	p("each variant runs for a fixed time, the variants in a rotating order; medians over %d run(s). Each variant adds one step of tenure's acquire.lua to the one above; the scripts of 2–4 are the bench's own, 5 and 6 run the library's. ", ms[0].runs)
+	p("Redis µs/cycle is what INFO commandstats times for the commands the client sent (usec ÷ cycles): a script's usec includes the commands it calls, which commandstats also lists (as inner calls) and which are not added again. ")
+	p("commandstats times execution only; Redis CPU/cycle (INFO cpu) adds reading, parsing and replying, and expiring the fence keys and release markers left behind, and is noisier. ")
+	p("Client µs/cycle is wall time per cycle, round trips included.\n\n")
+	p("| # | variant | Redis µs/cycle | EVALSHA µs/call | inner calls/cycle | client µs/cycle | Redis µs vs 1 | client µs vs 1 | Redis CPU/cycle (INFO cpu) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	base := ms[0]
+	for _, m := range ms {
+		p("| %d | %s | %.2f | %.2f | %.1f | %.1f | %+.2f | %+.1f | %.1fµs |\n", m.variant, m.name, m.redisUs, m.evalshaUs, m.inner, m.clientUs, m.redisUs-base.redisUs, m.clientUs-base.clientUs, m.cpuUs)
+	}
+	p("\nEvery command per cycle (medians), as commandstats shows it; \"script\" means called from inside a script, whose time is part of the EVALSHA's:\n\n")
+	p("| # | command | sent by | calls/cycle | µs/call | µs/cycle |\n|---:|---|---|---:|---:|---:|\n")
+	for _, m := range ms {
+		for _, c := range m.cmds {
+			by := "client"
+			if c.Inner {
+				by = "script"
+			}
+			p("| %d | %s | %s | %.2f | %.2f | %.2f |\n", m.variant, strings.ToUpper(c.Name), by, c.Calls, c.UsecCall, c.UsecCycle)
+		}
+	}
+	p("\nVariants:\n\n")
+	for _, m := range ms {
+		p("%d. %s: %s\n", m.variant, m.name, m.note)
+	}
+	for _, f := range r.Floor {
+		if len(f.Mixed) > 0 {
+			p("\n**Caution:** variant %d sent %v itself and also called it from a script; commandstats cannot split their time, so its Redis µs/cycle counts those script calls twice.\n", f.Variant, f.Mixed)
+			break
+		}
+	}
 }
