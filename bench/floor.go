@@ -101,8 +101,15 @@ type floorResult struct {
 // release it; done undoes the setup.
 type floorVariant struct {
 	Name, Note string
-	new        func(c *redis.Client) (cycle func(ctx context.Context, name string) error, done func() error, err error)
+	new        floorBuild
 }
+
+// A floorCycle acquires a name and releases it; a floorBuild makes one on a
+// client, with what undoes its setup.
+type (
+	floorCycle = func(ctx context.Context, name string) error
+	floorBuild = func(c *redis.Client) (cycle floorCycle, done func() error, err error)
+)
 
 var (
 	errFloorNotTaken = errors.New("a fresh name was not taken")
@@ -110,116 +117,143 @@ var (
 )
 
 func floorVariants() []floorVariant {
-	layout := keys.Layout{Prefix: lease.DefaultKeyPrefix}
-	ttlMs := floorTTL.Milliseconds()
-	var seq uint64
-	token := func() string {
-		seq++
-		return fmt.Sprintf("%016x%016x", seq, time.Now().UnixNano())
-	}
-	setNX := func(ctx context.Context, c *redis.Client, key, tok string) error {
-		err := c.Do(ctx, "set", key, tok, "nx", "px", ttlMs).Err()
-		if err == redis.Nil {
-			return errFloorNotTaken
-		}
-		return err
-	}
-	cad := func(ctx context.Context, c *redis.Client, key, tok string) error {
-		n, err := compareAndDelete.Run(ctx, c, []string{key}, tok).Int()
-		if err == nil && n != 1 {
-			err = errFloorNotHeld
-		}
-		return err
-	}
-	setScript := redis.NewScript(floorSetScript)
-	// scripted acquires by script and releases by compare-and-delete.
-	scripted := func(src string, keysOf func(name, tok string) []string) func(*redis.Client) (func(context.Context, string) error, func() error, error) {
-		s := redis.NewScript(src)
-		return func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
-			return func(ctx context.Context, name string) error {
-				tok := token()
-				ks := keysOf(name, tok)
-				v, err := s.Run(ctx, c, ks, tok, ttlMs).Result()
-				switch {
-				case err == redis.Nil:
-					return errFloorNotTaken
-				case err != nil:
-					return err
-				case v == int64(0) || v == int64(-1):
-					return errFloorNotTaken
-				}
-				return cad(ctx, c, ks[0], tok)
-			}, func() error { return nil }, nil
-		}
-	}
+	k := &floorKit{layout: keys.Layout{Prefix: lease.DefaultKeyPrefix}, ttlMs: floorTTL.Milliseconds()}
+	l := k.layout
 	return []floorVariant{
 		{Name: "SET NX PX + compare-and-delete", Note: "what redislock sends: SET NX PX, then EVALSHA of GET, compare, DEL",
-			new: func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
-				return func(ctx context.Context, name string) error {
-					tok, key := token(), layout.Lease(name)
-					if err := setNX(ctx, c, key, tok); err != nil {
-						return err
-					}
-					return cad(ctx, c, key, tok)
-				}, func() error { return nil }, nil
-			}},
+			new: k.raw},
 		{Name: "script(SET NX PX) + compare-and-delete", Note: "the SET inside a script",
-			new: scripted(floorSetScript, func(name, _ string) []string { return []string{layout.Lease(name)} })},
+			new: k.scripted(floorSetScript, func(name, _ string) []string { return []string{l.Lease(name)} })},
 		{Name: "script(SET NX PX, fence) + compare-and-delete", Note: "plus the fence as tenure computes it: TIME, SET fence-key time PX ttl GET, compare",
-			new: scripted(floorFenceScript, func(name, _ string) []string { return []string{layout.Lease(name), layout.Fence(name)} })},
+			new: k.scripted(floorFenceScript, func(name, _ string) []string { return []string{l.Lease(name), l.Fence(name)} })},
 		{Name: "script(EXISTS, SET NX PX, fence) + compare-and-delete", Note: "plus acquire.lua's one EXISTS of the abandon marker and the queue",
-			new: scripted(floorExistsScript, func(name, tok string) []string {
-				return []string{layout.Lease(name), layout.Fence(name), layout.Retired(name, tok), layout.Queue(name)}
+			new: k.scripted(floorExistsScript, func(name, tok string) []string {
+				return []string{l.Lease(name), l.Fence(name), l.Retired(name, tok), l.Queue(name)}
 			})},
 		{Name: "tenure TryAcquire + Release", Note: "lease.Manager with the library's acquire.lua and release.lua, no waiters",
-			new: func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
-				m, err := lease.New(c, lease.WithTTL(floorTTL), lease.WithLogger(quietLogger))
-				if err != nil {
-					return nil, nil, err
-				}
-				return func(ctx context.Context, name string) error {
-					l, err := m.TryAcquire(ctx, name)
-					if err != nil {
-						return err
-					}
-					return l.Release(ctx)
-				}, m.Close, nil
-			}},
-		// The acquire is variant 2's script: a SET sent by the client
-		// would mix in commandstats with release.lua's SET of its marker.
+			new: k.tenure},
 		{Name: "script(SET NX PX) + tenure's release.lua", Note: "tenure's release side alone: variant 2's acquire, then the library's release.lua (GET, compare, DEL, SET marker PX, PUBLISH); compare with 2",
-			new: func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
-				be := backend.NewRedis(c, layout.Prefix)
-				errs := make([]error, 1)
-				return func(ctx context.Context, name string) error {
-					tok, key := token(), layout.Lease(name)
-					if err := setScript.Run(ctx, c, []string{key}, tok, ttlMs).Err(); err != nil {
-						if err == redis.Nil {
-							err = errFloorNotTaken
-						}
-						return err
-					}
-					errs[0] = nil
-					be.Release(ctx, []backend.Item{{Name: name, Token: tok, TTL: floorTTL}}, errs)
-					return errs[0]
-				}, func() error { return nil }, nil
-			}},
+			new: k.release},
 		{Name: "tenure's acquire.lua + compare-and-delete", Note: "tenure's acquire side alone: the library's acquire.lua (the commands of 4, in the library's script), then compare-and-delete; compare with 4",
-			new: func(c *redis.Client) (func(context.Context, string) error, func() error, error) {
-				be := backend.NewRedis(c, layout.Prefix)
-				return func(ctx context.Context, name string) error {
-					tok := token()
-					a, err := be.Acquire(ctx, backend.Request{Name: name, Token: tok, TTL: floorTTL})
-					switch {
-					case err != nil:
-						return err
-					case !a.Acquired:
-						return errFloorNotTaken
-					}
-					return cad(ctx, c, layout.Lease(name), tok)
-				}, func() error { return nil }, nil
-			}},
+			new: k.acquire},
 	}
+}
+
+// floorKit builds the variants: what they share is the key layout, one
+// source of tokens, and the raw halves of a cycle.
+type floorKit struct {
+	layout keys.Layout
+	ttlMs  int64
+	seq    uint64
+}
+
+func floorNoDone() error { return nil }
+
+func (k *floorKit) token() string {
+	k.seq++
+	return fmt.Sprintf("%016x%016x", k.seq, time.Now().UnixNano())
+}
+
+func (k *floorKit) setNX(ctx context.Context, c *redis.Client, key, tok string) error {
+	err := c.Do(ctx, "set", key, tok, "nx", "px", k.ttlMs).Err()
+	if err == redis.Nil {
+		return errFloorNotTaken
+	}
+	return err
+}
+
+// cad releases by compare-and-delete.
+func (k *floorKit) cad(ctx context.Context, c *redis.Client, key, tok string) error {
+	n, err := compareAndDelete.Run(ctx, c, []string{key}, tok).Int()
+	if err == nil && n != 1 {
+		err = errFloorNotHeld
+	}
+	return err
+}
+
+// raw is variant 1: SET NX PX, then compare-and-delete.
+func (k *floorKit) raw(c *redis.Client) (floorCycle, func() error, error) {
+	return func(ctx context.Context, name string) error {
+		tok, key := k.token(), k.layout.Lease(name)
+		if err := k.setNX(ctx, c, key, tok); err != nil {
+			return err
+		}
+		return k.cad(ctx, c, key, tok)
+	}, floorNoDone, nil
+}
+
+// scripted acquires by the script src on keysOf's keys (the lease key
+// first) and releases by compare-and-delete: variants 2 to 4.
+func (k *floorKit) scripted(src string, keysOf func(name, tok string) []string) floorBuild {
+	s := redis.NewScript(src)
+	return func(c *redis.Client) (floorCycle, func() error, error) {
+		return func(ctx context.Context, name string) error {
+			tok := k.token()
+			ks := keysOf(name, tok)
+			v, err := s.Run(ctx, c, ks, tok, k.ttlMs).Result()
+			switch {
+			case err == redis.Nil:
+				return errFloorNotTaken
+			case err != nil:
+				return err
+			case v == int64(0) || v == int64(-1):
+				return errFloorNotTaken
+			}
+			return k.cad(ctx, c, ks[0], tok)
+		}, floorNoDone, nil
+	}
+}
+
+// tenure is variant 5: the library's whole cycle.
+func (k *floorKit) tenure(c *redis.Client) (floorCycle, func() error, error) {
+	m, err := lease.New(c, lease.WithTTL(floorTTL), lease.WithLogger(quietLogger))
+	if err != nil {
+		return nil, nil, err
+	}
+	return func(ctx context.Context, name string) error {
+		l, err := m.TryAcquire(ctx, name)
+		if err != nil {
+			return err
+		}
+		return l.Release(ctx)
+	}, m.Close, nil
+}
+
+// release is variant 6: tenure's release.lua alone. The acquire is variant
+// 2's script: a SET sent by the client would mix in commandstats with
+// release.lua's SET of its marker.
+func (k *floorKit) release(c *redis.Client) (floorCycle, func() error, error) {
+	be := backend.NewRedis(c, k.layout.Prefix)
+	setScript := redis.NewScript(floorSetScript)
+	errs := make([]error, 1)
+	return func(ctx context.Context, name string) error {
+		tok, key := k.token(), k.layout.Lease(name)
+		if err := setScript.Run(ctx, c, []string{key}, tok, k.ttlMs).Err(); err != nil {
+			if err == redis.Nil {
+				err = errFloorNotTaken
+			}
+			return err
+		}
+		errs[0] = nil
+		be.Release(ctx, []backend.Item{{Name: name, Token: tok, TTL: floorTTL}}, errs)
+		return errs[0]
+	}, floorNoDone, nil
+}
+
+// acquire is variant 7: tenure's acquire.lua alone, then compare-and-delete.
+func (k *floorKit) acquire(c *redis.Client) (floorCycle, func() error, error) {
+	be := backend.NewRedis(c, k.layout.Prefix)
+	return func(ctx context.Context, name string) error {
+		tok := k.token()
+		a, err := be.Acquire(ctx, backend.Request{Name: name, Token: tok, TTL: floorTTL})
+		switch {
+		case err != nil:
+			return err
+		case !a.Acquired:
+			return errFloorNotTaken
+		}
+		return k.cad(ctx, c, k.layout.Lease(name), tok)
+	}, floorNoDone, nil
 }
 
 func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
@@ -233,21 +267,22 @@ func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
 	defer admin.Close()
 	c, _ := newClient(srv.Addr(), 1)
 	defer c.Close()
-	names := &nameHook{}
-	c.AddHook(names)
+	fm := &floorMeter{admin: admin, names: &nameHook{}}
+	c.AddHook(fm.names)
 	vs := floorVariants()
-	type built struct {
-		cycle func(context.Context, string) error
-		done  func() error
-	}
-	bs := make([]built, len(vs))
+	cycles := make([]floorCycle, len(vs))
+	var dones []func() error
+	defer func() {
+		for i := len(dones) - 1; i >= 0; i-- {
+			_ = dones[i]() // a second Close is harmless
+		}
+	}()
 	for i, v := range vs {
 		cy, done, err := v.new(c)
 		if err != nil {
 			return nil, err
 		}
-		bs[i] = built{cy, done}
-		defer func() { _ = done() }() // a second Close is harmless
+		cycles[i], dones = cy, append(dones, done)
 	}
 	var seq int
 	next := func() string { seq++; return "floor-" + strconv.Itoa(seq) }
@@ -255,72 +290,11 @@ func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
 	for run := range cfg.runs {
 		for k := range vs {
 			i := (k + run) % len(vs)
-			if err := admin.FlushAll(ctx).Err(); err != nil {
-				return out, err
-			}
-			// Warm up: scripts loaded, connection open.
-			for range 64 {
-				if err := bs[i].cycle(ctx, next()); err != nil {
-					return out, fmt.Errorf("floor %d: %w", i+1, err)
-				}
-			}
-			names.reset()
-			if err := admin.ConfigResetStat(ctx).Err(); err != nil {
-				return out, err
-			}
-			rc := redisCPU(ctx, admin)
-			r := floorResult{Variant: i + 1, Name: vs[i].Name, Note: vs[i].Note, Run: run}
-			t0 := time.Now()
-			for time.Since(t0) < cfg.floorDur {
-				if err := bs[i].cycle(ctx, next()); err != nil {
-					r.Errors++
-				}
-				r.Cycles++
-			}
-			el := time.Since(t0)
-			r.CPUUs = (redisCPU(ctx, admin) - rc) * 1e6 / float64(max(r.Cycles, 1))
-			stats, err := commandStats(ctx, admin)
+			r, err := fm.measure(ctx, vs[i], i+1, cycles[i], cfg.floorDur, next)
 			if err != nil {
 				return out, err
 			}
-			r.Seconds = el.Seconds()
-			r.ClientUs = el.Seconds() * 1e6 / float64(max(r.Cycles, 1))
-			cyc := float64(max(r.Cycles, 1))
-			for name, s := range stats {
-				if name == "info" || name == "config|resetstat" {
-					continue // the admin's own
-				}
-				sent := names.sent(name)
-				fc := floorCmd{Name: name, Inner: sent == 0, Calls: float64(s.calls) / cyc, UsecCycle: float64(s.usec) / cyc}
-				if s.calls > 0 {
-					fc.UsecCall = float64(s.usec) / float64(s.calls)
-				}
-				if fc.Inner {
-					r.InnerCalls += fc.Calls
-				} else {
-					r.RedisUs += fc.UsecCycle
-					if s.calls > sent {
-						// Sent by the client and called by a script too:
-						// commandstats cannot split the time, so RedisUs
-						// counts the script's calls twice. Say so.
-						r.InnerCalls += float64(s.calls-sent) / cyc
-						r.Mixed = append(r.Mixed, name)
-					}
-				}
-				if name == "evalsha" {
-					r.EvalshaUs = fc.UsecCall
-				}
-				r.Commands = append(r.Commands, fc)
-			}
-			slices.SortFunc(r.Commands, func(a, b floorCmd) int {
-				if a.Inner != b.Inner {
-					if a.Inner {
-						return 1
-					}
-					return -1
-				}
-				return strings.Compare(a.Name, b.Name)
-			})
+			r.Run = run
 			cfg.logf("  floor run %d variant %d %-52s %6.1fµs/cycle client, redis %5.1fµs (cpu %5.1fµs), evalsha %5.1fµs/call, %.1f inner calls", run, i+1, r.Name, r.ClientUs, r.RedisUs, r.CPUUs, r.EvalshaUs, r.InnerCalls)
 			out = append(out, r)
 			if r.Errors > 0 {
@@ -328,12 +302,98 @@ func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
 			}
 		}
 	}
-	for _, b := range bs {
-		if err := b.done(); err != nil {
+	for _, done := range dones {
+		if err := done(); err != nil {
 			return out, err
 		}
 	}
 	return out, nil
+}
+
+// floorMeter measures cycles on the server admin talks to; names counts
+// what the cycles' client sends, to tell it from what scripts call.
+type floorMeter struct {
+	admin *redis.Client
+	names *nameHook
+}
+
+// measure runs a variant's cycle for d on an emptied server whose
+// statistics were reset after a warm-up.
+func (fm *floorMeter) measure(ctx context.Context, v floorVariant, variant int, cycle floorCycle, d time.Duration, next func() string) (floorResult, error) {
+	if err := fm.admin.FlushAll(ctx).Err(); err != nil {
+		return floorResult{}, err
+	}
+	// Warm up: scripts loaded, connection open.
+	for range 64 {
+		if err := cycle(ctx, next()); err != nil {
+			return floorResult{}, fmt.Errorf("floor %d: %w", variant, err)
+		}
+	}
+	fm.names.reset()
+	if err := fm.admin.ConfigResetStat(ctx).Err(); err != nil {
+		return floorResult{}, err
+	}
+	rc := redisCPU(ctx, fm.admin)
+	r := floorResult{Variant: variant, Name: v.Name, Note: v.Note}
+	t0 := time.Now()
+	for time.Since(t0) < d {
+		if err := cycle(ctx, next()); err != nil {
+			r.Errors++
+		}
+		r.Cycles++
+	}
+	el := time.Since(t0)
+	r.CPUUs = (redisCPU(ctx, fm.admin) - rc) * 1e6 / float64(max(r.Cycles, 1))
+	stats, err := commandStats(ctx, fm.admin)
+	if err != nil {
+		return r, err
+	}
+	r.Seconds = el.Seconds()
+	r.ClientUs = el.Seconds() * 1e6 / float64(max(r.Cycles, 1))
+	fm.account(&r, stats)
+	return r, nil
+}
+
+// account fills in r's commands from commandstats: the time of those the
+// client sent is RedisUs; those only scripts called are inner calls, their
+// time already in the script's.
+func (fm *floorMeter) account(r *floorResult, stats map[string]cmdCount) {
+	cyc := float64(max(r.Cycles, 1))
+	for name, s := range stats {
+		if name == "info" || name == "config|resetstat" {
+			continue // the admin's own
+		}
+		sent := fm.names.sent(name)
+		fc := floorCmd{Name: name, Inner: sent == 0, Calls: float64(s.calls) / cyc, UsecCycle: float64(s.usec) / cyc}
+		if s.calls > 0 {
+			fc.UsecCall = float64(s.usec) / float64(s.calls)
+		}
+		if fc.Inner {
+			r.InnerCalls += fc.Calls
+		} else {
+			r.RedisUs += fc.UsecCycle
+			if s.calls > sent {
+				// Sent by the client and called by a script too:
+				// commandstats cannot split the time, so RedisUs
+				// counts the script's calls twice. Say so.
+				r.InnerCalls += float64(s.calls-sent) / cyc
+				r.Mixed = append(r.Mixed, name)
+			}
+		}
+		if name == "evalsha" {
+			r.EvalshaUs = fc.UsecCall
+		}
+		r.Commands = append(r.Commands, fc)
+	}
+	slices.SortFunc(r.Commands, func(a, b floorCmd) int {
+		if a.Inner != b.Inner {
+			if a.Inner {
+				return 1
+			}
+			return -1
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
 }
 
 // floorMedian is the median over runs of one floor variant.
