@@ -1,10 +1,32 @@
 package main
 
+// Scenario 7, semaphores and read-write locks (packages semaphore and
+// rwlock), against the baseline permit: the raw commands a permit-expirable
+// semaphore needs, as Redisson's RPermitExpirableSemaphore sends them, with
+// nothing around them. The implementations, the baseline's scripts and
+// waiting included, are in semaphore_impls.go. Three parts, each run once a
+// repeat:
+//
+//   - cycle: acquire + release in a loop from 1 and 32 goroutines: tenure's
+//     permit, RLock, Lock, two permits at once and two names at once, each
+//     against its baseline in the same run (the baseline permit, or scenario
+//     1's raw lease) and against tenure's plain lease. Cycles a second,
+//     latency, round trips, allocations, Redis µs (commandstats) and Redis
+//     CPU (INFO cpu) per cycle;
+//   - handoff: a semaphore of 3 permits kept full by 8 and 32 goroutines,
+//     one release at a time, each taken by a waiter that was waiting: the
+//     time from the release to the waiter holding, tenure (woken by the
+//     manager's pub/sub message) against the baseline (woken by its own).
+//     More than 3 permits held at once fails the run;
+//   - read-write safety: readers and writers of one tenure read-write lock
+//     on two managers; a writer overlapping anyone, or a reader a writer,
+//     fails the run.
+
 import (
 	"context"
-	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -12,14 +34,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/rwlock"
-	"github.com/tenure-go/tenure/semaphore"
 )
-
-// Scenario 7: counting semaphores (package semaphore) and read-write locks
-// (package rwlock) against the raw commands a permit-expirable semaphore
-// needs, as Redisson's RPermitExpirableSemaphore sends them, written here.
 
 const (
 	// semN is the number of permits of every semaphore of the scenario.
@@ -32,355 +48,6 @@ const (
 	// renewal falls inside a measurement.
 	semTTL = 10 * time.Second
 )
-
-// The baseline's two scripts, the bench's own. Like Redisson's, the permits
-// are a sorted set of permit id -> expiry in the client's clock (ms); unlike
-// Redisson's, n is sent with each request instead of kept in a counter key
-// (which costs Redisson a GET and a DECRBY per acquire and an INCRBY per
-// release), and the release does not read the permit's expiry first.
-const (
-	// baselinePermitAcquire drops the expired permits, counts the rest and
-	// adds one if fewer than n are held. KEYS the set; ARGV token, now (ms),
-	// TTL (ms), n. Returns -1 when granted, else the earliest permit's expiry
-	// (ms), after which the caller tries again if no release wakes it first.
-	baselinePermitAcquire = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-if redis.call('ZCARD', KEYS[1]) < tonumber(ARGV[4]) then
-  redis.call('ZADD', KEYS[1], tonumber(ARGV[2]) + tonumber(ARGV[3]), ARGV[1])
-  return -1
-end
-return tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])`
-
-	// baselinePermitRelease removes the permit and tells the waiters one is
-	// free. KEYS the set, the channel; ARGV token.
-	baselinePermitRelease = `
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('PUBLISH', KEYS[2], '1')
-  return 1
-end
-return 0`
-)
-
-// The k-permit baseline's scripts: the same, for k permits at once (k
-// members token#1 .. token#k, as Redisson's acquire(n) adds n ids).
-const (
-	// baselinePermitAcquireK: KEYS the set; ARGV token, now (ms), TTL (ms),
-	// n, k. Returns -1 when granted, else the earliest permit's expiry.
-	baselinePermitAcquireK = `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[2])
-local k = tonumber(ARGV[5])
-if redis.call('ZCARD', KEYS[1]) + k <= tonumber(ARGV[4]) then
-  local exp = tonumber(ARGV[2]) + tonumber(ARGV[3])
-  for i = 1, k do
-    redis.call('ZADD', KEYS[1], exp, ARGV[1] .. '#' .. i)
-  end
-  return -1
-end
-return tonumber(redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')[2])`
-
-	// baselinePermitReleaseK: KEYS the set, the channel; ARGV token, k.
-	baselinePermitReleaseK = `
-local n = 0
-for i = 1, tonumber(ARGV[2]) do
-  n = n + redis.call('ZREM', KEYS[1], ARGV[1] .. '#' .. i)
-end
-if n > 0 then
-  redis.call('PUBLISH', KEYS[2], '1')
-end
-return n`
-)
-
-var (
-	permitAcquireScript  = redis.NewScript(baselinePermitAcquire)
-	permitReleaseScript  = redis.NewScript(baselinePermitRelease)
-	permitAcquireKScript = redis.NewScript(baselinePermitAcquireK)
-	permitReleaseKScript = redis.NewScript(baselinePermitReleaseK)
-)
-
-// permitBaseline is the Redisson-style semaphore with nothing around it:
-// one script to take a permit, one to give it back and publish, and waiters
-// woken by the message (or by the earliest permit's expiry), each client
-// counting messages in a latch per name as Redisson's does. It subscribes to
-// the channels of every name it will use when built, and waits for the
-// server's confirmations, so no release can go unheard; Redisson subscribes
-// when a waiter first waits. There is no renewal and no fence.
-type permitBaseline struct {
-	c       *redis.Client
-	n, k    int // k > 1: k permits at once (the K scripts)
-	ttl     time.Duration
-	seq     atomic.Uint64
-	ps      *redis.PubSub
-	latches map[string]chan struct{} // by key; fixed once built
-	done    chan struct{}
-}
-
-func baselinePermitKey(name string) string { return "baseline-permits:" + name }
-
-func newPermitBaseline(c *redis.Client, n int, ttl time.Duration, names []string) (*permitBaseline, error) {
-	b := &permitBaseline{c: c, n: n, ttl: ttl, latches: map[string]chan struct{}{}, done: make(chan struct{})}
-	chans := make([]string, 0, len(names))
-	for _, name := range names {
-		k := baselinePermitKey(name)
-		b.latches[k] = make(chan struct{}, 1024)
-		chans = append(chans, k+":released")
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	b.ps = c.Subscribe(ctx, chans...)
-	for range chans {
-		if _, err := b.ps.Receive(ctx); err != nil {
-			_ = b.ps.Close()
-			return nil, fmt.Errorf("baseline permits: subscribe: %w", err)
-		}
-	}
-	msgs := b.ps.Channel()
-	go func() {
-		defer close(b.done)
-		for m := range msgs {
-			if l, ok := b.latches[strings.TrimSuffix(m.Channel, ":released")]; ok {
-				select {
-				case l <- struct{}{}:
-				default:
-				}
-			}
-		}
-	}()
-	return b, nil
-}
-
-func (b *permitBaseline) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	key := baselinePermitKey(name)
-	latch, ok := b.latches[key]
-	if !ok {
-		return nil, fmt.Errorf("baseline permits: %q was not subscribed to", name)
-	}
-	token := fmt.Sprintf("%016x%016x", b.seq.Add(1), time.Now().UnixNano())
-	for {
-		var next int64
-		var err error
-		if b.k > 1 {
-			next, err = permitAcquireKScript.Run(ctx, b.c, []string{key}, token, time.Now().UnixMilli(), b.ttl.Milliseconds(), b.n, b.k).Int64()
-		} else {
-			next, err = permitAcquireScript.Run(ctx, b.c, []string{key}, token, time.Now().UnixMilli(), b.ttl.Milliseconds(), b.n).Int64()
-		}
-		if err != nil {
-			return nil, err
-		}
-		if next < 0 {
-			break
-		}
-		t := time.NewTimer(time.Until(time.UnixMilli(next)))
-		select {
-		case <-latch:
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		}
-		t.Stop()
-	}
-	return func(ctx context.Context) error {
-		if b.k > 1 {
-			n, err := permitReleaseKScript.Run(ctx, b.c, []string{key, key + ":released"}, token, b.k).Int()
-			if err == nil && n != b.k {
-				err = errors.New("baseline permits: not held")
-			}
-			return err
-		}
-		n, err := permitReleaseScript.Run(ctx, b.c, []string{key, key + ":released"}, token).Int()
-		if err == nil && n != 1 {
-			err = errors.New("baseline permits: not held")
-		}
-		return err
-	}, nil
-}
-
-func (b *permitBaseline) close() error {
-	err := b.ps.Close()
-	<-b.done
-	return err
-}
-
-// tenurePermits takes permits of n through package semaphore, k at once
-// when k > 1.
-type tenurePermits struct {
-	m    *lease.Manager
-	p    *semaphore.Permits
-	n, k int
-}
-
-func (t tenurePermits) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	acquire := t.p.Acquire
-	if t.k > 1 {
-		acquire = func(ctx context.Context, name string, n int, opts ...lease.AcquireOption) (*lease.Lease, error) {
-			return t.p.AcquireN(ctx, name, n, t.k, opts...)
-		}
-	}
-	l, err := acquire(ctx, name, t.n)
-	if err != nil {
-		return nil, err
-	}
-	return l.Release, nil
-}
-func (t tenurePermits) close() error { return t.m.Close() }
-
-// tenureRW takes read locks (write false) or write locks through package
-// rwlock.
-type tenureRW struct {
-	m     *lease.Manager
-	k     *rwlock.Locker
-	write bool
-}
-
-func (t tenureRW) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	lock := t.k.RLock
-	if t.write {
-		lock = t.k.Lock
-	}
-	l, err := lock(ctx, name)
-	if err != nil {
-		return nil, err
-	}
-	return l.Release, nil
-}
-func (t tenureRW) close() error { return t.m.Close() }
-
-func newManager(c *redis.Client) (*lease.Manager, error) {
-	return lease.New(c, lease.WithTTL(semTTL), lease.WithLogger(quietLogger))
-}
-
-// A semImpl builds a locker on a client for the given names (which the
-// baseline subscribes to up front).
-type semImpl struct {
-	Name, Note string
-	new        func(c *redis.Client, names []string) (locker, error)
-}
-
-func tenurePermitImpl(n int) semImpl {
-	return semImpl{Name: "tenure permit", Note: fmt.Sprintf("semaphore.Permits.Acquire(ctx, name, %d) + Lease.Release: permit.lua and release.lua, woken by the manager's pub/sub message", n),
-		new: func(c *redis.Client, _ []string) (locker, error) {
-			m, err := newManager(c)
-			if err != nil {
-				return nil, err
-			}
-			return tenurePermits{m: m, p: semaphore.New(m), n: n}, nil
-		}}
-}
-
-func baselinePermitImpl(n int) semImpl {
-	return semImpl{Name: "baseline permit", Note: fmt.Sprintf("the bench's Redisson-style scripts, n=%d: EVALSHA (ZREMRANGEBYSCORE, ZCARD, ZADD) + EVALSHA (ZREM, PUBLISH); waits for the message or the earliest expiry", n),
-		new: func(c *redis.Client, names []string) (locker, error) {
-			return newPermitBaseline(c, n, semTTL, names)
-		}}
-}
-
-// tenurePermitsKImpl takes k of n permits at once (semaphore.AcquireN).
-func tenurePermitsKImpl(n, k int) semImpl {
-	return semImpl{Name: fmt.Sprintf("tenure %d permits", k), Note: fmt.Sprintf("semaphore.Permits.AcquireN(ctx, name, %d, %d) + Lease.Release: permit.lua and release.lua with k", n, k),
-		new: func(c *redis.Client, _ []string) (locker, error) {
-			m, err := newManager(c)
-			if err != nil {
-				return nil, err
-			}
-			return tenurePermits{m: m, p: semaphore.New(m), n: n, k: k}, nil
-		}}
-}
-
-// baselinePermitsKImpl is the baseline's scripts for k of n at once.
-func baselinePermitsKImpl(n, k int) semImpl {
-	return semImpl{Name: fmt.Sprintf("baseline %d permits", k), Note: fmt.Sprintf("the baseline's scripts taking k=%d of n=%d at once: k ZADDs, k ZREMs", k, n),
-		new: func(c *redis.Client, names []string) (locker, error) {
-			b, err := newPermitBaseline(c, n, semTTL, names)
-			if b != nil {
-				b.k = k
-			}
-			return b, err
-		}}
-}
-
-// setNames are the two names a several-name cycle holds for name.
-func setNames(name string) []string { return []string{name + ":a", name + ":b"} }
-
-// tenureSet holds two names at once through lease.Manager.AcquireAll.
-type tenureSet struct{ m *lease.Manager }
-
-func (t tenureSet) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	s, err := t.m.AcquireAll(ctx, setNames(name))
-	if err != nil {
-		return nil, err
-	}
-	return s.Release, nil
-}
-func (t tenureSet) close() error { return t.m.Close() }
-
-func tenureSetImpl() semImpl {
-	return semImpl{Name: "tenure 2 names", Note: "lease.Manager.AcquireAll of 2 names + Set.Release: two acquire.lua in name order, two release.lua in parallel",
-		new: func(c *redis.Client, _ []string) (locker, error) {
-			m, err := newManager(c)
-			if err != nil {
-				return nil, err
-			}
-			return tenureSet{m: m}, nil
-		}}
-}
-
-// baselineSet takes two names with scenario 1's raw pair, in name order.
-type baselineSet struct{ b *baselineLocker }
-
-func (t baselineSet) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	var releases []func(context.Context) error
-	for _, n := range setNames(name) {
-		rel, err := t.b.acquire(ctx, n)
-		if err != nil {
-			for _, r := range releases {
-				_ = r(context.Background())
-			}
-			return nil, err
-		}
-		releases = append(releases, rel)
-	}
-	return func(ctx context.Context) error {
-		var errs []error
-		for _, r := range releases {
-			errs = append(errs, r(ctx))
-		}
-		return errors.Join(errs...)
-	}, nil
-}
-func (t baselineSet) close() error { return nil }
-
-func baselineSetImpl() semImpl {
-	return semImpl{Name: "baseline 2 names", Note: "scenario 1's raw SET NX PX + compare-and-delete for each of 2 names, in name order",
-		new: func(c *redis.Client, _ []string) (locker, error) {
-			return baselineSet{b: &baselineLocker{c: c, ttl: semTTL}}, nil
-		}}
-}
-
-func tenureRWImpl(write bool) semImpl {
-	if write {
-		return semImpl{Name: "tenure Lock", Note: "rwlock.Locker.Lock + Release: a fair lease (acquire.lua with the queue), release.lua",
-			new: func(c *redis.Client, _ []string) (locker, error) {
-				m, err := newManager(c)
-				if err != nil {
-					return nil, err
-				}
-				return tenureRW{m: m, k: rwlock.New(m), write: true}, nil
-			}}
-	}
-	return semImpl{Name: "tenure RLock", Note: "rwlock.Locker.RLock + Release: a permit of an unlimited semaphore (permit.lua), release.lua",
-		new: func(c *redis.Client, _ []string) (locker, error) {
-			m, err := newManager(c)
-			if err != nil {
-				return nil, err
-			}
-			return tenureRW{m: m, k: rwlock.New(m)}, nil
-		}}
-}
-
-// fromLease adapts scenario 1's implementations.
-func fromLease(im impl, name, note string) semImpl {
-	return semImpl{Name: name, Note: note, new: func(c *redis.Client, _ []string) (locker, error) { return im.new(c, semTTL) }}
-}
 
 // A semVariant is one row of the cycle table: an implementation, the name
 // each goroutine cycles on, and the baseline its time is divided by.
@@ -841,4 +508,112 @@ func rwMixOnce(ctx context.Context, addr string, g, writers int, d time.Duration
 		return r, fmt.Errorf("%d errors, the first: %w", errs.Load(), *firstErr.Load())
 	}
 	return r, nil
+}
+
+// semCycleMedian is the median over runs of one variant of scenario 7's
+// cycle at one parallelism.
+type semCycleMedian struct {
+	impl, base                    string
+	par                           int
+	ops, opsLo, opsHi             float64
+	trips, allocs, redisUs, cpuUs float64
+	p50, p99                      time.Duration
+}
+
+func semCycleMedians(s *semaphoreResults) []semCycleMedian {
+	var out []semCycleMedian
+	for _, par := range group(s.Cycle, func(c semCycleResult) int { return c.Goroutines }) {
+		for _, im := range group(s.Cycle, func(c semCycleResult) string { return c.Impl }) {
+			rs := filter(s.Cycle, func(c semCycleResult) bool { return c.Impl == im && c.Goroutines == par })
+			ops := make([]float64, len(rs))
+			for i, c := range rs {
+				ops[i] = c.OpsPerSec
+			}
+			lo, hi := minMax(ops)
+			out = append(out, semCycleMedian{
+				impl: im, base: rs[0].Base, par: par, ops: median(ops), opsLo: lo, opsHi: hi,
+				trips:   medianOf(rs, func(c semCycleResult) float64 { return c.TripsPerOp }),
+				allocs:  medianOf(rs, func(c semCycleResult) float64 { return c.AllocsOp }),
+				redisUs: medianOf(rs, func(c semCycleResult) float64 { return c.RedisUsOp }),
+				cpuUs:   medianOf(rs, func(c semCycleResult) float64 { return c.CPUUsOp }),
+				p50:     time.Duration(medianOf(rs, func(c semCycleResult) float64 { return float64(c.Lat.P50) })),
+				p99:     time.Duration(medianOf(rs, func(c semCycleResult) float64 { return float64(c.Lat.P99) })),
+			})
+		}
+	}
+	return out
+}
+
+func semaphoreSection(b *strings.Builder, s *semaphoreResults) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("\n## 7. Semaphores and read-write locks\n\n")
+	p("**Cycle.** Acquire and release in a loop from 1 and 32 goroutines on one client (pool of 36), each variant on a client of its own. ")
+	p("Permits (n=%d) and read locks: goroutine g cycles on name g mod %d, so at 32 goroutines two share each name, at most two of its %d permits are held and nobody waits. ", s.N, s.Names, s.N)
+	p("Write locks and leases: a name per goroutine. Time ÷ baseline divides this variant's time per cycle by its baseline's in the same run (permits and read locks by the baseline permit, write locks and leases by the baseline lease); ")
+	p("÷ tenure lease by tenure's plain lease. Allocations are the whole process's heap allocations (runtime.MemStats.Mallocs) per cycle; ")
+	p("Redis µs/cycle is INFO commandstats' usec for the commands the client sent (a script's usec includes what it calls), after CONFIG RESETSTAT; Redis CPU/cycle is INFO cpu.\n\n")
+	ms := semCycleMedians(s)
+	// perRun is the median over runs of this variant's time ÷ other's in
+	// the same run, and its range: drift of the machine between runs,
+	// which the interleaving does not cancel, stays out of it.
+	perRun := func(m semCycleMedian, other string) (med, lo, hi float64) {
+		var rs []float64
+		for _, c := range s.Cycle {
+			if c.Impl != m.impl || c.Goroutines != m.par {
+				continue
+			}
+			for _, o := range s.Cycle {
+				if o.Impl == other && o.Goroutines == c.Goroutines && o.Run == c.Run && c.OpsPerSec > 0 {
+					rs = append(rs, o.OpsPerSec/c.OpsPerSec)
+				}
+			}
+		}
+		lo, hi = minMax(rs)
+		return median(rs), lo, hi
+	}
+	p("The ratios are medians over runs of the ratio within each run (range in brackets), so that the machine's drift between runs stays out of them; cycles/s, latencies and costs are medians over runs.\n\n")
+	p("| goroutines | variant | cycles/s (min–max) | p50 | p99 | round trips/cycle | allocs/cycle | Redis µs/cycle (commandstats) | Redis CPU/cycle | time ÷ baseline (range) | time ÷ tenure lease |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range ms {
+		vsBase, lo, hi := perRun(m, m.base)
+		vsLease, _, _ := perRun(m, "tenure lease")
+		p("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %.2f | %.0f | %.1f | %.1fµs | %s (%s–%s) ÷ %s | %s |\n", m.par, m.impl, m.ops, m.opsLo, m.opsHi, dur(m.p50), dur(m.p99), m.trips, m.allocs, m.redisUs, m.cpuUs, ratio(vsBase), ratio(lo), ratio(hi), m.base, ratio(vsLease))
+	}
+	p("\n**Handoff.** A semaphore of %d permits kept full by N goroutines on one name, half on each of two clients: %d hold, the rest wait in acquire. ", s.N, s.N)
+	p("A coordinator tells the longest holder to release, waits for a waiter's acquire to return, then lets the releaser wait again: one release at a time, each taken by a waiter that was waiting. ")
+	p("Release → holder is the time from the holder sending its release to the waiter's acquire returning; it is also given in round trips of the release call itself, measured in the same run ")
+	p("(a waiter woken by a message needs about 2: the release, then its winning attempt). Commands/handoff counts everything both clients sent, the woken waiters' tries included. ")
+	p("Max live = the most permits held at once, counted from acquire returning to release being sent; the run fails if it is ever above %d.\n\n", s.N)
+	p("| goroutines | implementation | handoffs/s | release → holder p50 | p99 | release p50 | p50 in release round trips | p99 in release round trips | commands/handoff | max live |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, g := range group(s.Handoff, func(h semHandoffResult) int { return h.Goroutines }) {
+		for _, im := range group(s.Handoff, func(h semHandoffResult) string { return h.Impl }) {
+			rs := filter(s.Handoff, func(h semHandoffResult) bool { return h.Impl == im && h.Goroutines == g })
+			var live int64
+			for _, h := range rs {
+				live = max(live, h.MaxLive)
+			}
+			p("| %d | %s | %.0f | %s | %s | %s | %.1f | %.1f | %.1f | %d |\n", g, im,
+				medianOf(rs, func(h semHandoffResult) float64 { return h.PerSec }),
+				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Handoff.P50) }))),
+				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Handoff.P99) }))),
+				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Release.P50) }))),
+				medianOf(rs, func(h semHandoffResult) float64 { return h.P50Trips }),
+				medianOf(rs, func(h semHandoffResult) float64 { return h.P99Trips }),
+				medianOf(rs, func(h semHandoffResult) float64 { return h.CmdsPerHand }), live)
+		}
+	}
+	p("\n**Read-write safety.** Readers and writers of one tenure read-write lock at once (two managers; readers hold 200µs, writers pause 2ms between locks). ")
+	p("Each counts, on getting its lock, who else holds it; a writer finding anyone, or a reader finding a writer, is an overlap, and the run fails.\n\n")
+	p("| run | goroutines | writers | seconds | reads | writes | most readers at once | overlaps |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, m := range s.RWMix {
+		p("| %d | %d | %d | %.1f | %d | %d | %d | %d |\n", m.Run, m.Goroutines, m.Writers, m.Seconds, m.Reads, m.Writes, m.MaxReaders, m.Overlaps)
+	}
+	p("\nVariants:\n\n")
+	names := make([]string, 0, len(s.Notes))
+	for n := range s.Notes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		p("- `%s`: %s\n", n, s.Notes[n])
+	}
 }
