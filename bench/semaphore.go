@@ -160,20 +160,51 @@ func runSemaphore(ctx context.Context, cfg runConfig, addr string) (*semaphoreRe
 	for _, v := range vs {
 		res.Notes[v.Name] = v.Note
 	}
-	type built struct {
-		semVariant
-		l     locker
-		h     *counter
-		names *nameHook
-		c     *redis.Client
+	bs, closeAll, err := buildSemVariants(addr, vs)
+	defer closeAll()
+	if err != nil {
+		return res, err
 	}
-	var bs []built
-	defer func() {
+	admin, _ := newClient(addr, 1)
+	defer admin.Close()
+	for run := range cfg.runs {
+		if err := semCycles(ctx, cfg, admin, bs, run, res); err != nil {
+			return res, err
+		}
+		if err := semHandoffs(ctx, cfg, addr, run, res); err != nil {
+			return res, err
+		}
+		m, err := rwMixOnce(ctx, addr, 8, 2, cfg.semMixDur, fmt.Sprintf("rw-mix-%d", run))
+		m.Run = run
+		res.RWMix = append(res.RWMix, m)
+		cfg.logf("  rwlock mix run %d: %d reads, %d writes, at most %d readers at once, %d overlaps", run, m.Reads, m.Writes, m.MaxReaders, m.Overlaps)
+		if err != nil {
+			return res, fmt.Errorf("rwlock mix: %w", err)
+		}
+	}
+	return res, nil
+}
+
+// semBuilt is a cycle variant built on a client of its own, with hooks
+// that count what it sends.
+type semBuilt struct {
+	semVariant
+	l     locker
+	h     *counter
+	names *nameHook
+	c     *redis.Client
+}
+
+// buildSemVariants builds every variant, each on a client of its own (the
+// baseline subscribes to every name it will cycle on); closeAll closes what
+// was built, after an error too.
+func buildSemVariants(addr string, vs []semVariant) (bs []semBuilt, closeAll func(), err error) {
+	closeAll = func() {
 		for _, b := range bs {
 			_ = b.l.close()
 			_ = b.c.Close()
 		}
-	}()
+	}
 	for _, v := range vs {
 		c, h := newClient(addr, 36)
 		names := &nameHook{}
@@ -185,74 +216,86 @@ func runSemaphore(ctx context.Context, cfg runConfig, addr string) (*semaphoreRe
 		l, err := v.new(c, all)
 		if err != nil {
 			c.Close()
-			return res, fmt.Errorf("%s: %w", v.Name, err)
+			return bs, closeAll, fmt.Errorf("%s: %w", v.Name, err)
 		}
-		bs = append(bs, built{v, l, h, names, c})
+		bs = append(bs, semBuilt{v, l, h, names, c})
 	}
-	admin, _ := newClient(addr, 1)
-	defer admin.Close()
-	for run := range cfg.runs {
-		for _, par := range []int{1, 32} {
-			for k := range bs {
-				b := bs[(k+run)%len(bs)]
-				if r := semCycleLoop(ctx, b.l, b.name, par, 0, 64); r.Errors > 0 {
-					return res, fmt.Errorf("%s warm-up: %d errors", b.Name, r.Errors)
-				}
-				b.h.reset()
-				b.names.reset()
-				if err := admin.ConfigResetStat(ctx).Err(); err != nil {
-					return res, err
-				}
-				rc := redisCPU(ctx, admin)
-				var m0, m1 runtime.MemStats
-				runtime.ReadMemStats(&m0)
-				r := semCycleLoop(ctx, b.l, b.name, par, cfg.semCycleDur, 0)
-				runtime.ReadMemStats(&m1)
-				ops := float64(max(r.Ops, 1))
-				r.CPUUsOp = (redisCPU(ctx, admin) - rc) * 1e6 / ops
-				stats, err := commandStats(ctx, admin)
-				if err != nil {
-					return res, err
-				}
-				for name, s := range stats {
-					if name != "info" && name != "config|resetstat" && b.names.sent(name) > 0 {
-						r.RedisUsOp += float64(s.usec) / ops
-					}
-				}
-				r.AllocsOp = float64(m1.Mallocs-m0.Mallocs) / ops
-				r.TripsPerOp = float64(b.h.trips.Load()) / ops
-				r.Impl, r.Base, r.Goroutines, r.Run = b.Name, b.Base, par, run
-				res.Cycle = append(res.Cycle, r)
-				cfg.logf("  semaphore cycle run %d %-16s g=%-2d %8.0f ops/s  %.2f trips/op  %.0f allocs/op  redis %.1fµs/op (cpu %.1fµs)  p50 %v",
-					run, b.Name, par, r.OpsPerSec, r.TripsPerOp, r.AllocsOp, r.RedisUsOp, r.CPUUsOp, r.Lat.P50)
-				if r.Errors > 0 {
-					return res, fmt.Errorf("semaphore cycle %s: %d errors", b.Name, r.Errors)
-				}
+	return bs, closeAll, nil
+}
+
+// semCycles measures every cycle variant at 1 and 32 goroutines, in an
+// order that rotates with run.
+func semCycles(ctx context.Context, cfg runConfig, admin *redis.Client, bs []semBuilt, run int, res *semaphoreResults) error {
+	for _, par := range []int{1, 32} {
+		for k := range bs {
+			b := bs[(k+run)%len(bs)]
+			r, err := semCycleOnce(ctx, admin, b, par, cfg.semCycleDur)
+			if err != nil {
+				return err
+			}
+			r.Run = run
+			res.Cycle = append(res.Cycle, r)
+			cfg.logf("  semaphore cycle run %d %-16s g=%-2d %8.0f ops/s  %.2f trips/op  %.0f allocs/op  redis %.1fµs/op (cpu %.1fµs)  p50 %v",
+				run, b.Name, par, r.OpsPerSec, r.TripsPerOp, r.AllocsOp, r.RedisUsOp, r.CPUUsOp, r.Lat.P50)
+			if r.Errors > 0 {
+				return fmt.Errorf("semaphore cycle %s: %d errors", b.Name, r.Errors)
 			}
 		}
-		handoffImpls := []semImpl{tenurePermitImpl(semN), baselinePermitImpl(semN)}
-		for _, g := range cfg.semGoroutines {
-			for k := range handoffImpls {
-				im := handoffImpls[(k+run)%len(handoffImpls)]
-				r, err := semHandoffOnce(ctx, im, addr, semN, g, cfg.semHandoffDur, fmt.Sprintf("sem-handoff-%d-%d-%s", run, g, strings.ReplaceAll(im.Name, " ", "-")))
-				r.Run = run
-				res.Handoff = append(res.Handoff, r)
-				cfg.logf("  semaphore handoff run %d %-16s g=%-2d %6.0f handoffs/s  release → holder p50 %v p99 %v (%.1f / %.1f release round trips)  %.1f cmds/handoff  max live %d",
-					run, im.Name, g, r.PerSec, r.Handoff.P50.Round(time.Microsecond), r.Handoff.P99.Round(time.Microsecond), r.P50Trips, r.P99Trips, r.CmdsPerHand, r.MaxLive)
-				if err != nil {
-					return res, fmt.Errorf("semaphore handoff %s g=%d: %w", im.Name, g, err)
-				}
-			}
-		}
-		m, err := rwMixOnce(ctx, addr, 8, 2, cfg.semMixDur, fmt.Sprintf("rw-mix-%d", run))
-		m.Run = run
-		res.RWMix = append(res.RWMix, m)
-		cfg.logf("  rwlock mix run %d: %d reads, %d writes, at most %d readers at once, %d overlaps", run, m.Reads, m.Writes, m.MaxReaders, m.Overlaps)
-		if err != nil {
-			return res, fmt.Errorf("rwlock mix: %w", err)
+	}
+	return nil
+}
+
+// semCycleOnce measures b's cycle from par goroutines for d, after a
+// warm-up, from reset server statistics.
+func semCycleOnce(ctx context.Context, admin *redis.Client, b semBuilt, par int, d time.Duration) (semCycleResult, error) {
+	if r := semCycleLoop(ctx, b.l, b.name, par, 0, 64); r.Errors > 0 {
+		return r, fmt.Errorf("%s warm-up: %d errors", b.Name, r.Errors)
+	}
+	b.h.reset()
+	b.names.reset()
+	if err := admin.ConfigResetStat(ctx).Err(); err != nil {
+		return semCycleResult{}, err
+	}
+	rc := redisCPU(ctx, admin)
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	r := semCycleLoop(ctx, b.l, b.name, par, d, 0)
+	runtime.ReadMemStats(&m1)
+	ops := float64(max(r.Ops, 1))
+	r.CPUUsOp = (redisCPU(ctx, admin) - rc) * 1e6 / ops
+	stats, err := commandStats(ctx, admin)
+	if err != nil {
+		return r, err
+	}
+	for name, s := range stats {
+		if name != "info" && name != "config|resetstat" && b.names.sent(name) > 0 {
+			r.RedisUsOp += float64(s.usec) / ops
 		}
 	}
-	return res, nil
+	r.AllocsOp = float64(m1.Mallocs-m0.Mallocs) / ops
+	r.TripsPerOp = float64(b.h.trips.Load()) / ops
+	r.Impl, r.Base, r.Goroutines = b.Name, b.Base, par
+	return r, nil
+}
+
+// semHandoffs runs the handoff of tenure's permits and of the baseline's at
+// each count of goroutines, in an order that rotates with run.
+func semHandoffs(ctx context.Context, cfg runConfig, addr string, run int, res *semaphoreResults) error {
+	impls := []semImpl{tenurePermitImpl(semN), baselinePermitImpl(semN)}
+	for _, g := range cfg.semGoroutines {
+		for k := range impls {
+			im := impls[(k+run)%len(impls)]
+			r, err := semHandoffOnce(ctx, im, addr, semN, g, cfg.semHandoffDur, fmt.Sprintf("sem-handoff-%d-%d-%s", run, g, strings.ReplaceAll(im.Name, " ", "-")))
+			r.Run = run
+			res.Handoff = append(res.Handoff, r)
+			cfg.logf("  semaphore handoff run %d %-16s g=%-2d %6.0f handoffs/s  release → holder p50 %v p99 %v (%.1f / %.1f release round trips)  %.1f cmds/handoff  max live %d",
+				run, im.Name, g, r.PerSec, r.Handoff.P50.Round(time.Microsecond), r.Handoff.P99.Round(time.Microsecond), r.P50Trips, r.P99Trips, r.CmdsPerHand, r.MaxLive)
+			if err != nil {
+				return fmt.Errorf("semaphore handoff %s g=%d: %w", im.Name, g, err)
+			}
+		}
+	}
+	return nil
 }
 
 // semCycleLoop runs acquire+release from par goroutines, goroutine g on
@@ -279,155 +322,190 @@ func semCycleLoop(ctx context.Context, l locker, name func(int) string, par int,
 // time: the time between is exactly the release's handoff.
 func semHandoffOnce(ctx context.Context, im semImpl, addr string, n, g int, d time.Duration, name string) (semHandoffResult, error) {
 	r := semHandoffResult{Impl: im.Name, Goroutines: g}
-	var lockers [2]locker
-	var hooks [2]*counter
-	for i := range lockers {
-		c, h := newClient(addr, g/2+2)
-		defer c.Close()
-		l, err := im.new(c, []string{name})
-		if err != nil {
-			return r, err
-		}
-		defer l.close()
-		lockers[i], hooks[i] = l, h
+	lockers, hooks, done, err := lockerPair(addr, g, func(c *redis.Client) (locker, error) { return im.new(c, []string{name}) })
+	if err != nil {
+		return r, err
 	}
+	defer done()
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type event struct {
-		who int
-		at  time.Time
-	}
-	var (
-		events          = make(chan event, 2*g)
-		ctl             = make([]chan struct{}, g)
-		live, maxLive   atomic.Int64
-		errs            atomic.Int64
-		firstErr        atomic.Pointer[error]
-		relSent         atomic.Int64
-		relLat          = make([][]time.Duration, g)
-		wg              sync.WaitGroup
-		measuring       atomic.Bool
-		releaseWithin   = 5 * time.Second
-		handoffs        []time.Duration
-		fail            = func(err error) { errs.Add(1); firstErr.CompareAndSwap(nil, &err) }
-		releaseDetached = func(rel func(context.Context) error) error {
-			c, cancel := context.WithTimeout(context.Background(), releaseWithin)
-			defer cancel()
-			return rel(c)
-		}
-	)
+	h := newSemHandoffRun(name, g)
+	var wg sync.WaitGroup
 	for i := range g {
-		ctl[i] = make(chan struct{}, 2)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			l := lockers[i%2]
-			for {
-				rel, err := l.acquire(runCtx, name)
-				if err != nil {
-					if runCtx.Err() == nil {
-						fail(err)
-					}
-					return
-				}
-				got := time.Now()
-				now := live.Add(1)
-				for m := maxLive.Load(); now > m && !maxLive.CompareAndSwap(m, now); m = maxLive.Load() {
-				}
-				events <- event{i, got}
-				select {
-				case <-ctl[i]:
-				case <-runCtx.Done():
-					live.Add(-1)
-					if err := releaseDetached(rel); err != nil {
-						fail(err)
-					}
-					return
-				}
-				live.Add(-1)
-				t0 := time.Now()
-				relSent.Store(t0.UnixNano())
-				err = releaseDetached(rel)
-				if measuring.Load() {
-					relLat[i] = append(relLat[i], time.Since(t0))
-				}
-				if err != nil {
-					fail(err)
-					return
-				}
-				// Wait until a waiter holds the permit: the releaser
-				// does not race the waiters for it.
-				select {
-				case <-ctl[i]:
-				case <-runCtx.Done():
-					return
-				}
-			}
+			h.hold(runCtx, lockers[i%2], i)
 		}()
 	}
-	next := func() (event, error) {
-		t := time.NewTimer(releaseWithin)
-		defer t.Stop()
-		select {
-		case ev := <-events:
-			return ev, nil
-		case <-t.C:
-			return event{}, fmt.Errorf("no acquisition within %v", releaseWithin)
-		}
-	}
-	var holders []int
-	var err error
-	for len(holders) < n && err == nil {
-		var ev event
-		if ev, err = next(); err == nil {
-			holders = append(holders, ev.who)
-		}
-	}
-	if err == nil {
-		// Let the others find the semaphore full and wait.
-		time.Sleep(20 * time.Millisecond)
-		hooks[0].reset()
-		hooks[1].reset()
-		measuring.Store(true)
-		start := time.Now()
-		for time.Since(start) < d && errs.Load() == 0 {
-			h := holders[0]
-			holders = holders[1:]
-			ctl[h] <- struct{}{}
-			ev, e := next()
-			if e != nil {
-				err = fmt.Errorf("a permit was released and %w", e)
-				break
-			}
-			handoffs = append(handoffs, ev.at.Sub(time.Unix(0, relSent.Load())))
-			holders = append(holders, ev.who)
-			ctl[h] <- struct{}{}
-		}
-		r.Seconds = time.Since(start).Seconds()
-		measuring.Store(false)
-	}
-	r.CmdsPerHand = float64(hooks[0].cmds.Load()+hooks[1].cmds.Load()) / float64(max(len(handoffs), 1))
+	err = h.coordinate(n, d, hooks, &r)
+	r.CmdsPerHand = float64(hooks[0].cmds.Load()+hooks[1].cmds.Load()) / float64(max(len(h.handoffs), 1))
 	cancel()
 	wg.Wait()
-	var rels []time.Duration
-	for i := range g {
-		rels = append(rels, relLat[i]...)
+	h.result(&r)
+	if r.Errors > 0 {
+		return r, fmt.Errorf("%d errors, the first: %w", r.Errors, *h.firstErr.Load())
 	}
-	r.Handoffs = int64(len(handoffs))
+	return r, err
+}
+
+// semReleaseWithin bounds a release call, and the wait for a waiter to
+// take the permit it freed.
+const semReleaseWithin = 5 * time.Second
+
+// A handoffEvent is goroutine who's acquire returning at at.
+type handoffEvent struct {
+	who int
+	at  time.Time
+}
+
+// semHandoffRun is one semHandoffOnce as its goroutines and its coordinator
+// see it.
+type semHandoffRun struct {
+	name          string
+	events        chan handoffEvent
+	ctl           []chan struct{} // the coordinator's word to each goroutine
+	live, maxLive atomic.Int64
+	errs          atomic.Int64
+	firstErr      atomic.Pointer[error]
+	relSent       atomic.Int64 // UnixNano when the last release was sent
+	relLat        [][]time.Duration
+	measuring     atomic.Bool
+	handoffs      []time.Duration // the coordinator's
+}
+
+func newSemHandoffRun(name string, g int) *semHandoffRun {
+	h := &semHandoffRun{name: name, events: make(chan handoffEvent, 2*g), ctl: make([]chan struct{}, g), relLat: make([][]time.Duration, g)}
+	for i := range h.ctl {
+		h.ctl[i] = make(chan struct{}, 2)
+	}
+	return h
+}
+
+func (h *semHandoffRun) fail(err error) {
+	h.errs.Add(1)
+	h.firstErr.CompareAndSwap(nil, &err)
+}
+
+// releaseDetached releases with a context of its own: the run's may have
+// ended.
+func releaseDetached(rel func(context.Context) error) error {
+	c, cancel := context.WithTimeout(context.Background(), semReleaseWithin)
+	defer cancel()
+	return rel(c)
+}
+
+// hold is goroutine i: acquire, say so, release when told, then wait to be
+// told again before acquiring again.
+func (h *semHandoffRun) hold(ctx context.Context, l locker, i int) {
+	for {
+		rel, err := l.acquire(ctx, h.name)
+		if err != nil {
+			if ctx.Err() == nil {
+				h.fail(err)
+			}
+			return
+		}
+		got := time.Now()
+		now := h.live.Add(1)
+		for m := h.maxLive.Load(); now > m && !h.maxLive.CompareAndSwap(m, now); m = h.maxLive.Load() {
+		}
+		h.events <- handoffEvent{i, got}
+		select {
+		case <-h.ctl[i]:
+		case <-ctx.Done():
+			h.live.Add(-1)
+			if err := releaseDetached(rel); err != nil {
+				h.fail(err)
+			}
+			return
+		}
+		h.live.Add(-1)
+		t0 := time.Now()
+		h.relSent.Store(t0.UnixNano())
+		err = releaseDetached(rel)
+		if h.measuring.Load() {
+			h.relLat[i] = append(h.relLat[i], time.Since(t0))
+		}
+		if err != nil {
+			h.fail(err)
+			return
+		}
+		// Wait until a waiter holds the permit: the releaser
+		// does not race the waiters for it.
+		select {
+		case <-h.ctl[i]:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// next is the next acquisition to return.
+func (h *semHandoffRun) next() (handoffEvent, error) {
+	t := time.NewTimer(semReleaseWithin)
+	defer t.Stop()
+	select {
+	case ev := <-h.events:
+		return ev, nil
+	case <-t.C:
+		return handoffEvent{}, fmt.Errorf("no acquisition within %v", semReleaseWithin)
+	}
+}
+
+// coordinate waits for the first n holders, then for d hands the permits
+// on one at a time, and sets r.Seconds to how long it did.
+func (h *semHandoffRun) coordinate(n int, d time.Duration, hooks [2]*counter, r *semHandoffResult) error {
+	var holders []int
+	for len(holders) < n {
+		ev, err := h.next()
+		if err != nil {
+			return err
+		}
+		holders = append(holders, ev.who)
+	}
+	// Let the others find the semaphore full and wait.
+	time.Sleep(20 * time.Millisecond)
+	hooks[0].reset()
+	hooks[1].reset()
+	h.measuring.Store(true)
+	start := time.Now()
+	var err error
+	for time.Since(start) < d && h.errs.Load() == 0 {
+		longest := holders[0]
+		holders = holders[1:]
+		h.ctl[longest] <- struct{}{}
+		ev, e := h.next()
+		if e != nil {
+			err = fmt.Errorf("a permit was released and %w", e)
+			break
+		}
+		h.handoffs = append(h.handoffs, ev.at.Sub(time.Unix(0, h.relSent.Load())))
+		holders = append(holders, ev.who)
+		h.ctl[longest] <- struct{}{}
+	}
+	r.Seconds = time.Since(start).Seconds()
+	h.measuring.Store(false)
+	return err
+}
+
+// result sums what the goroutines and the coordinator recorded into r.
+func (h *semHandoffRun) result(r *semHandoffResult) {
+	var rels []time.Duration
+	for _, l := range h.relLat {
+		rels = append(rels, l...)
+	}
+	r.Handoffs = int64(len(h.handoffs))
 	if r.Seconds > 0 {
 		r.PerSec = float64(r.Handoffs) / r.Seconds
 	}
-	r.Handoff, r.Release = summarize(handoffs), summarize(rels)
+	r.Handoff, r.Release = summarize(h.handoffs), summarize(rels)
 	if r.Release.P50 > 0 {
 		r.P50Trips = float64(r.Handoff.P50) / float64(r.Release.P50)
 		r.P99Trips = float64(r.Handoff.P99) / float64(r.Release.P50)
 	}
-	r.MaxLive = maxLive.Load()
-	r.Errors = errs.Load()
-	if r.Errors > 0 {
-		return r, fmt.Errorf("%d errors, the first: %w", r.Errors, *firstErr.Load())
-	}
-	return r, err
+	r.MaxLive = h.maxLive.Load()
+	r.Errors = h.errs.Load()
 }
 
 // rwMixOnce runs readers and writers of one tenure read-write lock at once
