@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"image/color"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -249,24 +248,7 @@ func clusterPlot(rs []clusterResult, file string) error {
 	if len(rows) == 0 {
 		return nil
 	}
-	c, err := draw.NewFormattedCanvas(11*vg.Inch, vg.Length(4*float64(len(rows)))*vg.Inch, "png")
-	if err != nil {
-		return err
-	}
-	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
-	canvases := plot.Align(rows, tiles, draw.New(c))
-	for i, row := range rows {
-		row[0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return saveColumn(file, rows, 11*vg.Inch, 4*vg.Inch)
 }
 
 // clusterPanel is one part's plot: its bars (clusterBars), and the target

@@ -15,7 +15,6 @@ import (
 	"context"
 	"fmt"
 	"image/color"
-	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -26,7 +25,6 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
@@ -451,22 +449,5 @@ func millionPlot(m millionResult, file string) error {
 		}
 		rows = append(rows, []*plot.Plot{lp})
 	}
-	c, err := draw.NewFormattedCanvas(8*vg.Inch, vg.Length(3*len(rows))*vg.Inch, "png")
-	if err != nil {
-		return err
-	}
-	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
-	canvases := plot.Align(rows, tiles, draw.New(c))
-	for i, row := range rows {
-		row[0].Draw(canvases[i][0])
-	}
-	f, err := os.Create(file)
-	if err != nil {
-		return err
-	}
-	if _, err := c.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
+	return saveColumn(file, rows, 8*vg.Inch, 3*vg.Inch)
 }

@@ -2,12 +2,14 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
 )
 
 // writePlots writes one PNG per scenario that ran.
@@ -73,4 +75,27 @@ func groupedBars[K comparable](file, title, ylabel string, series []string, cats
 	}
 	p.NominalX(names...)
 	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
+}
+
+// saveColumn draws rows of one plot each, one above the other with their
+// axes aligned, into a PNG width wide and rowHeight a row.
+func saveColumn(file string, rows [][]*plot.Plot, width, rowHeight vg.Length) error {
+	c, err := draw.NewFormattedCanvas(width, vg.Length(len(rows))*rowHeight, "png")
+	if err != nil {
+		return err
+	}
+	tiles := draw.Tiles{Rows: len(rows), Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadLeft: vg.Points(4), PadRight: vg.Points(8), PadY: vg.Points(12)}
+	canvases := plot.Align(rows, tiles, draw.New(c))
+	for i, row := range rows {
+		row[0].Draw(canvases[i][0])
+	}
+	f, err := os.Create(file)
+	if err != nil {
+		return err
+	}
+	if _, err := c.WriteTo(f); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
