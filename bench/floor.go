@@ -2,16 +2,16 @@ package main
 
 // Scenario 6, where the floor is: acquire + release of fresh names from one
 // goroutine on a Redis server of its own, by Redis's own accounting (INFO
-// commandstats, after CONFIG RESETSTAT and FLUSHALL before each variant).
-// Variants, each adding one step of tenure's acquire.lua to the one before:
-// (1) SET NX PX + a compare-and-delete script, the floor; (2) the SET inside
-// a script; (3) plus tenure's fence; (4) plus acquire.lua's EXISTS; (5)
-// tenure itself (TryAcquire + Release); and each side of tenure alone: (6)
-// release.lua after variant 2's acquire, (7) acquire.lua before a
-// compare-and-delete. The scripts of 2-4 are the bench's own (below); 5-7
-// run the library's. It reports, per cycle, each command's calls and µs,
-// those called from scripts, Redis µs, EVALSHA µs per call, Redis CPU (INFO
-// cpu) and client wall time, and each variant against variant 1.
+// commandstats, after FLUSHALL and CONFIG RESETSTAT before each variant).
+// The floor is (1) SET NX PX + a compare-and-delete script; (2) to (4) each
+// add one step of tenure's acquire.lua to the one before: the SET inside a
+// script, tenure's fence, acquire.lua's EXISTS; (5) is tenure itself
+// (TryAcquire + Release), (6) and (7) each side of it alone: release.lua
+// after variant 2's acquire, acquire.lua before a compare-and-delete. The
+// scripts of 2 to 4 are the bench's own (below); 5 to 7 run the library's.
+// Per cycle it reports each command's calls and µs, those called from
+// scripts, Redis µs, EVALSHA µs per call, Redis CPU (INFO cpu) and client
+// wall time, each variant against variant 1.
 
 import (
 	"context"

@@ -33,6 +33,15 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
+// holdCase is one row of the scenario: Leases held at TTL, renewed every
+// Interval, watched for Hold.
+type holdCase struct {
+	Leases   int
+	TTL      time.Duration
+	Interval time.Duration
+	Hold     time.Duration
+}
+
 type holdResult struct {
 	Impl       string
 	Leases     int
@@ -264,13 +273,6 @@ func holdRefresh(ctx context.Context, cfg runConfig, addr string, admin *redis.C
 	r.Lost = int(lost.Load())
 	_ = parallel(hc.Leases, acquirers, func(i int) error { return locks[i].Release(ctx) })
 	return r, nil
-}
-
-type holdCase struct {
-	Leases   int
-	TTL      time.Duration
-	Interval time.Duration
-	Hold     time.Duration
 }
 
 // holdFailures are the scenario's safety failures: a lease tenure lost.

@@ -1,5 +1,10 @@
 package main
 
+// The lock implementations under test in scenarios 1 and 2 (and, adapted,
+// 7): tenure, redsync, redislock and the raw baseline, each a locker bound
+// to one client; and the client type that makes tenure renew one lease a
+// call (tenure-per-item, scenarios 3 and 8).
+
 import (
 	"context"
 	"errors"

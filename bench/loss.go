@@ -27,6 +27,12 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
+// lossCase is one TTL of the scenario and how many trials it gets.
+type lossCase struct {
+	ttl    time.Duration
+	trials int
+}
+
 type lossTrial struct {
 	TTL    time.Duration
 	Margin time.Duration // server expiry (a lower bound) minus cancellation
@@ -198,11 +204,6 @@ func lossCause(l *lease.Lease) string {
 		return c.Error()
 	}
 	return "other"
-}
-
-type lossCase struct {
-	ttl    time.Duration
-	trials int
 }
 
 // lossFailures are the scenario's safety failures: a context cancelled

@@ -1,5 +1,8 @@
 package main
 
+// The plots: writePlots calls the plot of each scenario that ran (drawn in
+// that scenario's file); groupedBars and saveColumn are shared.
+
 import (
 	"fmt"
 	"os"
