@@ -225,30 +225,7 @@ func holdRefresh(ctx context.Context, cfg runConfig, addr string, admin *redis.C
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(hc.Interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-				s := time.Now()
-				if s.Sub(time.Unix(0, sent[i].Load())) >= hc.TTL {
-					lost.Add(1) // the lease expired before we could renew
-					return
-				}
-				rctx, cancel := context.WithTimeout(ctx, hc.Interval)
-				err := l.Refresh(rctx, hc.TTL, nil)
-				cancel()
-				switch {
-				case err == nil:
-					sent[i].Store(s.UnixNano())
-				case errors.Is(err, redislock.ErrNotObtained):
-					lost.Add(1)
-					return
-				}
-			}
+			refreshLoop(ctx, l, hc, &sent[i], &lost, stop)
 		}()
 		return nil
 	})
@@ -273,6 +250,36 @@ func holdRefresh(ctx context.Context, cfg runConfig, addr string, admin *redis.C
 	r.Lost = int(lost.Load())
 	_ = parallel(hc.Leases, acquirers, func(i int) error { return locks[i].Release(ctx) })
 	return r, nil
+}
+
+// refreshLoop renews l every interval until stop is closed, the hand-written
+// way, recording the send time of each renewal that succeeded; a lease it
+// finds expired, or that Refresh finds gone, is lost.
+func refreshLoop(ctx context.Context, l *redislock.Lock, hc holdCase, sent, lost *atomic.Int64, stop <-chan struct{}) {
+	t := time.NewTicker(hc.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		s := time.Now()
+		if s.Sub(time.Unix(0, sent.Load())) >= hc.TTL {
+			lost.Add(1) // the lease expired before we could renew
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, hc.Interval)
+		err := l.Refresh(rctx, hc.TTL, nil)
+		cancel()
+		switch {
+		case err == nil:
+			sent.Store(s.UnixNano())
+		case errors.Is(err, redislock.ErrNotObtained):
+			lost.Add(1)
+			return
+		}
+	}
 }
 
 // holdFailures are the scenario's safety failures: a lease tenure lost.

@@ -527,65 +527,77 @@ func rwMixOnce(ctx context.Context, addr string, g, writers int, d time.Duration
 	}
 	runCtx, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
-	var (
-		readers, writing, maxReaders atomic.Int64
-		reads, writes, overlaps      atomic.Int64
-		errs                         atomic.Int64
-		firstErr                     atomic.Pointer[error]
-		wg                           sync.WaitGroup
-	)
+	mix := &rwMix{name: name}
+	var wg sync.WaitGroup
 	for i := range g {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			k, write := ks[i%2], i < writers
-			for runCtx.Err() == nil {
-				lock, mine, other := k.RLock, &readers, &writing
-				if write {
-					lock, mine, other = k.Lock, &writing, &readers
-				}
-				l, err := lock(runCtx, name)
-				if err != nil {
-					if runCtx.Err() == nil {
-						errs.Add(1)
-						firstErr.CompareAndSwap(nil, &err)
-					}
-					return
-				}
-				now := mine.Add(1)
-				if other.Load() > 0 || (write && now > 1) {
-					overlaps.Add(1)
-				}
-				if write {
-					writes.Add(1)
-				} else {
-					reads.Add(1)
-					for m := maxReaders.Load(); now > m && !maxReaders.CompareAndSwap(m, now); m = maxReaders.Load() {
-					}
-					time.Sleep(200 * time.Microsecond)
-				}
-				mine.Add(-1)
-				relCtx, relCancel := context.WithTimeout(context.Background(), 5*time.Second)
-				err = l.Release(relCtx)
-				relCancel()
-				if err != nil {
-					errs.Add(1)
-					firstErr.CompareAndSwap(nil, &err)
-					return
-				}
-				if write {
-					time.Sleep(2 * time.Millisecond)
-				}
-			}
+			mix.use(runCtx, ks[i%2], i < writers)
 		}()
 	}
 	wg.Wait()
 	r.Seconds = d.Seconds()
-	r.Reads, r.Writes, r.MaxReaders, r.Overlaps = reads.Load(), writes.Load(), maxReaders.Load(), overlaps.Load()
-	if errs.Load() > 0 {
-		return r, fmt.Errorf("%d errors, the first: %w", errs.Load(), *firstErr.Load())
+	r.Reads, r.Writes, r.MaxReaders, r.Overlaps = mix.reads.Load(), mix.writes.Load(), mix.maxReaders.Load(), mix.overlaps.Load()
+	if errs := mix.errs.Load(); errs > 0 {
+		return r, fmt.Errorf("%d errors, the first: %w", errs, *mix.firstErr.Load())
 	}
 	return r, nil
+}
+
+// rwMix is what rwMixOnce's goroutines count together.
+type rwMix struct {
+	name                         string
+	readers, writing, maxReaders atomic.Int64
+	reads, writes, overlaps      atomic.Int64
+	errs                         atomic.Int64
+	firstErr                     atomic.Pointer[error]
+}
+
+func (m *rwMix) fail(err error) {
+	m.errs.Add(1)
+	m.firstErr.CompareAndSwap(nil, &err)
+}
+
+// use is one goroutine: lock (a write lock if write) and release until ctx
+// ends, counting on each lock who else holds it.
+func (m *rwMix) use(ctx context.Context, k *rwlock.Locker, write bool) {
+	for ctx.Err() == nil {
+		lock, mine, other := k.RLock, &m.readers, &m.writing
+		if write {
+			lock, mine, other = k.Lock, &m.writing, &m.readers
+		}
+		l, err := lock(ctx, m.name)
+		if err != nil {
+			if ctx.Err() == nil {
+				m.fail(err)
+			}
+			return
+		}
+		now := mine.Add(1)
+		if other.Load() > 0 || (write && now > 1) {
+			m.overlaps.Add(1)
+		}
+		if write {
+			m.writes.Add(1)
+		} else {
+			m.reads.Add(1)
+			for most := m.maxReaders.Load(); now > most && !m.maxReaders.CompareAndSwap(most, now); most = m.maxReaders.Load() {
+			}
+			time.Sleep(200 * time.Microsecond)
+		}
+		mine.Add(-1)
+		relCtx, relCancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err = l.Release(relCtx)
+		relCancel()
+		if err != nil {
+			m.fail(err)
+			return
+		}
+		if write {
+			time.Sleep(2 * time.Millisecond)
+		}
+	}
 }
 
 // semCycleMedian is the median over runs of one variant of scenario 7's
@@ -625,37 +637,59 @@ func semCycleMedians(s *semaphoreResults) []semCycleMedian {
 func semaphoreSection(b *strings.Builder, s *semaphoreResults) {
 	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
 	p("\n## 7. Semaphores and read-write locks\n\n")
+	semCycleTable(p, s)
+	semHandoffTable(p, s)
+	semRWTable(p, s)
+	p("\nVariants:\n\n")
+	names := make([]string, 0, len(s.Notes))
+	for n := range s.Notes {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		p("- `%s`: %s\n", n, s.Notes[n])
+	}
+}
+
+// semCycleTable is the cycle's description and table, its ratios taken
+// within each run.
+func semCycleTable(p func(string, ...any), s *semaphoreResults) {
 	p("**Cycle.** Acquire and release in a loop from 1 and 32 goroutines on one client (pool of 36), each variant on a client of its own. ")
 	p("Permits (n=%d) and read locks: goroutine g cycles on name g mod %d, so at 32 goroutines two share each name, at most two of its %d permits are held and nobody waits. ", s.N, s.Names, s.N)
 	p("Write locks and leases: a name per goroutine. Time ÷ baseline divides this variant's time per cycle by its baseline's in the same run (permits and read locks by the baseline permit, write locks and leases by the baseline lease); ")
 	p("÷ tenure lease by tenure's plain lease. Allocations are the whole process's heap allocations (runtime.MemStats.Mallocs) per cycle; ")
 	p("Redis µs/cycle is INFO commandstats' usec for the commands the client sent (a script's usec includes what it calls), after CONFIG RESETSTAT; Redis CPU/cycle is INFO cpu.\n\n")
 	ms := semCycleMedians(s)
-	// perRun is the median over runs of this variant's time ÷ other's in
-	// the same run, and its range: drift of the machine between runs,
-	// which the interleaving does not cancel, stays out of it.
-	perRun := func(m semCycleMedian, other string) (med, lo, hi float64) {
-		var rs []float64
-		for _, c := range s.Cycle {
-			if c.Impl != m.impl || c.Goroutines != m.par {
-				continue
-			}
-			for _, o := range s.Cycle {
-				if o.Impl == other && o.Goroutines == c.Goroutines && o.Run == c.Run && c.OpsPerSec > 0 {
-					rs = append(rs, o.OpsPerSec/c.OpsPerSec)
-				}
-			}
-		}
-		lo, hi = minMax(rs)
-		return median(rs), lo, hi
-	}
 	p("The ratios are medians over runs of the ratio within each run (range in brackets), so that the machine's drift between runs stays out of them; cycles/s, latencies and costs are medians over runs.\n\n")
 	p("| goroutines | variant | cycles/s (min–max) | p50 | p99 | round trips/cycle | allocs/cycle | Redis µs/cycle (commandstats) | Redis CPU/cycle | time ÷ baseline (range) | time ÷ tenure lease |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range ms {
-		vsBase, lo, hi := perRun(m, m.base)
-		vsLease, _, _ := perRun(m, "tenure lease")
+		vsBase, lo, hi := semPerRun(s.Cycle, m, m.base)
+		vsLease, _, _ := semPerRun(s.Cycle, m, "tenure lease")
 		p("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %.2f | %.0f | %.1f | %.1fµs | %s (%s–%s) ÷ %s | %s |\n", m.par, m.impl, m.ops, m.opsLo, m.opsHi, dur(m.p50), dur(m.p99), m.trips, m.allocs, m.redisUs, m.cpuUs, ratio(vsBase), ratio(lo), ratio(hi), m.base, ratio(vsLease))
 	}
+}
+
+// semPerRun is the median over runs of m's time ÷ other's in the same run,
+// and its range: drift of the machine between runs, which the interleaving
+// does not cancel, stays out of it.
+func semPerRun(cycles []semCycleResult, m semCycleMedian, other string) (med, lo, hi float64) {
+	var rs []float64
+	for _, c := range cycles {
+		if c.Impl != m.impl || c.Goroutines != m.par {
+			continue
+		}
+		for _, o := range cycles {
+			if o.Impl == other && o.Goroutines == c.Goroutines && o.Run == c.Run && c.OpsPerSec > 0 {
+				rs = append(rs, o.OpsPerSec/c.OpsPerSec)
+			}
+		}
+	}
+	lo, hi = minMax(rs)
+	return median(rs), lo, hi
+}
+
+// semHandoffTable is the handoff's description and table.
+func semHandoffTable(p func(string, ...any), s *semaphoreResults) {
 	p("\n**Handoff.** A semaphore of %d permits kept full by N goroutines on one name, half on each of two clients: %d hold, the rest wait in acquire. ", s.N, s.N)
 	p("A coordinator tells the longest holder to release, waits for a waiter's acquire to return, then lets the releaser wait again: one release at a time, each taken by a waiter that was waiting. ")
 	p("Release → holder is the time from the holder sending its release to the waiter's acquire returning; it is also given in round trips of the release call itself, measured in the same run ")
@@ -679,19 +713,14 @@ func semaphoreSection(b *strings.Builder, s *semaphoreResults) {
 				medianOf(rs, func(h semHandoffResult) float64 { return h.CmdsPerHand }), live)
 		}
 	}
+}
+
+// semRWTable is the read-write mix's description and table, a row a run.
+func semRWTable(p func(string, ...any), s *semaphoreResults) {
 	p("\n**Read-write safety.** Readers and writers of one tenure read-write lock at once (two managers; readers hold 200µs, writers pause 2ms between locks). ")
 	p("Each counts, on getting its lock, who else holds it; a writer finding anyone, or a reader finding a writer, is an overlap, and the run fails.\n\n")
 	p("| run | goroutines | writers | seconds | reads | writes | most readers at once | overlaps |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, m := range s.RWMix {
 		p("| %d | %d | %d | %.1f | %d | %d | %d | %d |\n", m.Run, m.Goroutines, m.Writers, m.Seconds, m.Reads, m.Writes, m.MaxReaders, m.Overlaps)
-	}
-	p("\nVariants:\n\n")
-	names := make([]string, 0, len(s.Notes))
-	for n := range s.Notes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		p("- `%s`: %s\n", n, s.Notes[n])
 	}
 }
