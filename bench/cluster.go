@@ -33,7 +33,7 @@ package main
 // node that serves a third of the work. Outside -short a third deployment,
 // a Cluster of one primary serving every slot (cluster-1), tells what
 // cluster mode costs by itself from what splitting the work over nodes
-// costs.
+// costs. The report and cluster.png are in cluster_report.go.
 
 import (
 	"context"
@@ -583,4 +583,15 @@ func watchHeld(ctx context.Context, d deployment, held []heldLease, window time.
 		return errors.New("no renewal seen in the window")
 	}
 	return nil
+}
+
+// clusterFailures are the scenario's safety failures: a lease tenure lost.
+func clusterFailures(rs []clusterResult) []string {
+	var out []string
+	for _, c := range rs {
+		if c.Lost > 0 {
+			out = append(out, fmt.Sprintf("scenario 8: tenure lost %d of %d leases (%s, run %d)", c.Lost, c.Leases, c.Deploy, c.Run))
+		}
+	}
+	return out
 }

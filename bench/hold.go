@@ -1,25 +1,46 @@
 package main
 
+// Scenario 3, the watchdog at scale: one process holds N leases (1,000 to
+// 100,000 by mode; acquired by 64 goroutines with TryAcquire) for a few
+// renewal intervals, at TTL 30s renewed every 10s and at TTL 3s renewed
+// every second. tenure, which batches renewals (renew_leases.lua), against
+// tenure-per-item (the same library behind a client type its backend does
+// not know: one renew.lua call a lease) and against the hand-written
+// alternative, a goroutine per lease calling redislock's Refresh on a
+// ticker. It measures goroutines and bytes added per lease, renewals, round
+// trips and commands a second, client and Redis CPU, the worst renewal
+// lateness and the leases lost; tenure losing one fails the run (hold.png).
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"runtime"
-	"strconv"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/bsm/redislock"
 	"github.com/redis/go-redis/v9"
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/plotutil"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 )
 
-// Scenario 3: one process holds many leases for a few renewal intervals.
+// holdCase is one row of the scenario: Leases held at TTL, renewed every
+// Interval, watched for Hold.
+type holdCase struct {
+	Leases   int
+	TTL      time.Duration
+	Interval time.Duration
+	Hold     time.Duration
+}
 
 type holdResult struct {
 	Impl       string
@@ -43,8 +64,6 @@ type holdResult struct {
 	// run then holds the others.
 	Refused int
 }
-
-const acquirers = 64
 
 func refreshImpl() impl {
 	return impl{Name: "redislock-refresh", Note: "hand-written: one goroutine per lease calling redislock Lock.Refresh on a time.Ticker"}
@@ -84,92 +103,6 @@ func runHold(ctx context.Context, cfg runConfig, srv *redistest.Server) ([]holdR
 	return out, nil
 }
 
-func memInUse() int64 {
-	runtime.GC()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	return int64(ms.HeapAlloc + ms.StackInuse)
-}
-
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// redisCPU returns the server's used_cpu_user + used_cpu_sys.
-func redisCPU(ctx context.Context, admin *redis.Client) float64 {
-	s, err := admin.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0
-	}
-	var t float64
-	for _, line := range strings.Split(s, "\n") {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			t += f
-		}
-	}
-	return t
-}
-
-// parallel calls f(i) for i in [0, n) from k goroutines; the first error
-// wins.
-func parallel(n, k int, f func(i int) error) error {
-	var (
-		next  atomic.Int64
-		wg    sync.WaitGroup
-		first atomic.Pointer[error]
-	)
-	for range k {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				i := int(next.Add(1) - 1)
-				if i >= n || first.Load() != nil {
-					return
-				}
-				if err := f(i); err != nil {
-					first.CompareAndSwap(nil, &err)
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if p := first.Load(); p != nil {
-		return *p
-	}
-	return nil
-}
-
-// lateness tracks, per lease, the send time of its last renewal as some
-// sampler sees it, and the worst delay of a renewal past its schedule
-// (previous send + interval).
-type lateness struct {
-	interval time.Duration
-	last     []time.Time
-	worst    time.Duration
-	renewals int64
-}
-
-func newLateness(n int, interval time.Duration, start []time.Time) *lateness {
-	return &lateness{interval: interval, last: start, worst: -interval}
-}
-
-func (l *lateness) observe(i int, sent time.Time) {
-	if !sent.After(l.last[i]) {
-		return
-	}
-	l.worst = max(l.worst, sent.Sub(l.last[i])-l.interval)
-	l.last[i] = sent
-	l.renewals++
-}
-
 // watchWindow samples every lease's last send time every interval/5 until
 // the window ends, then returns the measurements of the window.
 func watchWindow(ctx context.Context, admin *redis.Client, h *counter, hc holdCase, lt *lateness, sample func(lt *lateness)) (holdResult, time.Duration) {
@@ -203,12 +136,6 @@ loop:
 		Lateness: lt.worst, Renewals: lt.renewals, RenewSec: float64(lt.renewals) / el.Seconds(),
 	}, el
 }
-
-// perItemClient hides a *redis.Client behind a type the backend does not
-// know, so that it renews each lease with its own renew.lua call, as it did
-// before renew_leases.lua: the per-item baseline of renewal cost, measured
-// in the same run.
-type perItemClient struct{ *redis.Client }
 
 // holdTenure holds hc's leases with one lease.Manager; perItem renews them
 // one script call each (perItemClient).
@@ -298,30 +225,7 @@ func holdRefresh(ctx context.Context, cfg runConfig, addr string, admin *redis.C
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t := time.NewTicker(hc.Interval)
-			defer t.Stop()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-t.C:
-				}
-				s := time.Now()
-				if s.Sub(time.Unix(0, sent[i].Load())) >= hc.TTL {
-					lost.Add(1) // the lease expired before we could renew
-					return
-				}
-				rctx, cancel := context.WithTimeout(ctx, hc.Interval)
-				err := l.Refresh(rctx, hc.TTL, nil)
-				cancel()
-				switch {
-				case err == nil:
-					sent[i].Store(s.UnixNano())
-				case errors.Is(err, redislock.ErrNotObtained):
-					lost.Add(1)
-					return
-				}
-			}
+			refreshLoop(ctx, l, hc, &sent[i], &lost, stop)
 		}()
 		return nil
 	})
@@ -346,4 +250,124 @@ func holdRefresh(ctx context.Context, cfg runConfig, addr string, admin *redis.C
 	r.Lost = int(lost.Load())
 	_ = parallel(hc.Leases, acquirers, func(i int) error { return locks[i].Release(ctx) })
 	return r, nil
+}
+
+// refreshLoop renews l every interval until stop is closed, the hand-written
+// way, recording the send time of each renewal that succeeded; a lease it
+// finds expired, or that Refresh finds gone, is lost.
+func refreshLoop(ctx context.Context, l *redislock.Lock, hc holdCase, sent, lost *atomic.Int64, stop <-chan struct{}) {
+	t := time.NewTicker(hc.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		s := time.Now()
+		if s.Sub(time.Unix(0, sent.Load())) >= hc.TTL {
+			lost.Add(1) // the lease expired before we could renew
+			return
+		}
+		rctx, cancel := context.WithTimeout(ctx, hc.Interval)
+		err := l.Refresh(rctx, hc.TTL, nil)
+		cancel()
+		switch {
+		case err == nil:
+			sent.Store(s.UnixNano())
+		case errors.Is(err, redislock.ErrNotObtained):
+			lost.Add(1)
+			return
+		}
+	}
+}
+
+// holdFailures are the scenario's safety failures: a lease tenure lost.
+func holdFailures(rs []holdResult) []string {
+	var out []string
+	for _, h := range rs {
+		if h.Lost > 0 && h.Impl == "tenure" {
+			out = append(out, fmt.Sprintf("scenario 3: tenure lost %d of %d leases (ttl %v)", h.Lost, h.Leases, h.TTL))
+		}
+	}
+	return out
+}
+
+func holdSection(b *strings.Builder, r *results) {
+	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
+	p("## 3. Watchdog at scale\n\n")
+	p("One process holds N leases (acquired by 64 goroutines with TryAcquire / Obtain) and keeps them for the window shown. ")
+	p("Memory = heap + goroutine stacks added, per lease, after GC. CPU = this process's user+system time (getrusage) per second of the window; ")
+	p("Redis CPU = the server's (INFO cpu). Lateness = the worst delay of a renewal's send past its schedule (previous renewal + interval), ")
+	p("observed from `Lease.Deadline` for tenure and from the loop's own record for the hand-written one; lost = leases whose context ended (tenure) or whose ")
+	p("Refresh found the key gone or came after the TTL (hand-written).\n\n")
+	p("| leases | TTL / interval | implementation | acquire all | goroutines added | bytes/lease | renewals/s | round trips/s | commands/s | client CPU s/s | Redis CPU s/s | worst lateness | lost |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	for _, h := range r.Hold {
+		p("| %d | %v / %v | %s | %.1fs | %d | %.0f | %.0f | %.0f | %.0f | %.3f | %.3f | %s | %s |\n", h.Leases, h.TTL, h.Interval, h.Impl, h.AcquireSec, h.Goroutines, h.BytesLease, h.RenewSec, h.TripsSec, h.CmdsSec, h.CPUSec, h.RedisCPU, dur(h.Lateness), lostRefused(h.Lost, h.Refused))
+	}
+	p("\nClient CPU, hand-written ÷ tenure:\n\n| leases | TTL | ratio |\n|---:|---|---:|\n")
+	for _, t := range filter(r.Hold, func(h holdResult) bool { return h.Impl == "tenure" }) {
+		for _, o := range filter(r.Hold, func(h holdResult) bool {
+			return h.Impl == "redislock-refresh" && h.Leases == t.Leases && h.TTL == t.TTL
+		}) {
+			p("| %d | %v | %s |\n", t.Leases, t.TTL, ratio(o.CPUSec/t.CPUSec))
+		}
+	}
+	p("\nRedis CPU per lease renewed (Redis CPU s/s ÷ renewals/s, the server's idle work included): tenure, which renews plain leases ")
+	p("up to 256 to a `renew_leases.lua` call, against tenure-per-item (the same library behind a client type the backend does not know, so ")
+	p("that it renews each lease with its own `renew.lua` call, as before) and the hand-written loop, in the same run:\n\n")
+	p("| leases | TTL | tenure µs/renewal | tenure-per-item µs/renewal | ratio | hand-written µs/renewal |\n|---:|---|---:|---:|---:|---:|\n")
+	perRenewal := func(h holdResult) float64 { return h.RedisCPU / max(h.RenewSec, 1) * 1e6 }
+	for _, t := range filter(r.Hold, func(h holdResult) bool { return h.Impl == "tenure" }) {
+		same := func(impl string) (holdResult, bool) {
+			for _, o := range r.Hold {
+				if o.Impl == impl && o.Leases == t.Leases && o.TTL == t.TTL {
+					return o, true
+				}
+			}
+			return holdResult{}, false
+		}
+		pi, ok1 := same("tenure-per-item")
+		hw, ok2 := same("redislock-refresh")
+		if !ok1 || !ok2 {
+			continue
+		}
+		p("| %d | %v | %.1f | %.1f | %s | %.1f |\n", t.Leases, t.TTL, perRenewal(t), perRenewal(pi), ratio(perRenewal(t)/perRenewal(pi)), perRenewal(hw))
+	}
+	p("\n![hold](hold.png)\n\n")
+}
+
+func holdPlot(r *results, file string) error {
+	p := plot.New()
+	p.Title.Text = "Holding N leases: client CPU"
+	p.X.Label.Text = "leases held"
+	p.Y.Label.Text = "client CPU seconds per second"
+	p.X.Scale = plot.LogScale{}
+	p.X.Tick.Marker = plot.LogTicks{}
+	type key struct {
+		impl string
+		ttl  time.Duration
+	}
+	keys := group(r.Hold, func(h holdResult) key { return key{h.Impl, h.TTL} })
+	for i, k := range keys {
+		var xys plotter.XYs
+		for _, h := range r.Hold {
+			if h.Impl == k.impl && h.TTL == k.ttl {
+				xys = append(xys, plotter.XY{X: float64(h.Leases), Y: h.CPUSec})
+			}
+		}
+		slices.SortFunc(xys, func(a, b plotter.XY) int { return int(a.X - b.X) })
+		l, pts, err := plotter.NewLinePoints(xys)
+		if err != nil {
+			return err
+		}
+		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
+		l.Dashes = plotutil.Dashes(i)
+		pts.Shape = plotutil.Shape(i)
+		p.Add(l, pts)
+		p.Legend.Add(fmt.Sprintf("%s, TTL %v", k.impl, k.ttl), l, pts)
+	}
+	p.Legend.Top = true
+	p.Legend.Left = true
+	return p.Save(8*vg.Inch, 4.5*vg.Inch, file)
 }

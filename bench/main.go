@@ -13,27 +13,13 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"runtime/pprof"
 	"strings"
 	"time"
 
 	"github.com/tenure-go/tenure/internal/redistest"
 )
-
-type lossCase struct {
-	ttl    time.Duration
-	trials int
-}
-
-type holdCase struct {
-	Leases   int
-	TTL      time.Duration
-	Interval time.Duration
-	Hold     time.Duration
-}
 
 // runConfig is what one mode runs.
 type runConfig struct {
@@ -107,37 +93,11 @@ func configFor(mode string) runConfig {
 	}
 }
 
-// results is everything one run measured; results.json holds it.
-type results struct {
-	Mode      string
-	Date      time.Time
-	Machine   string
-	Go        string
-	Redis     string
-	Runs      int
-	Cycle     []cycleResult
-	Contended []contendedResult
-	Hold      []holdResult
-	Loss      []lossResult
-	Million   []millionResult
-	Floor     []floorResult
-	Semaphore *semaphoreResults `json:",omitempty"`
-	Cluster   []clusterResult   `json:",omitempty"`
-	Impls     map[string]string
-	Elapsed   time.Duration
-	LoadStart string // /proc/loadavg when the run began and ended: other work on the machine
-	LoadEnd   string
-	Failures  []string
-	// Dates says when each scenario's numbers were taken, when a run with
-	// -only kept some from an earlier run.
-	Dates map[string]time.Time `json:",omitempty"`
-}
-
 func main() {
 	short := flag.Bool("short", false, "smoke run (under 2 minutes) for CI")
 	medium := flag.Bool("medium", false, "between -short and the full run")
 	out := flag.String("out", "results", "directory for results.md, results.json and the plots")
-	only := flag.String("only", allScenarios, "comma-separated scenarios to run; the others are kept from the previous results.json in -out")
+	only := flag.String("only", allScenarios(), "comma-separated scenarios to run; the others are kept from the previous results.json in -out")
 	quiet := flag.Bool("q", false, "no progress on stderr")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	millionN := flag.Int("million-n", 0, "scenario 5's lease count (default: the mode's: 20,000, 200,000 or 1,000,000)")
@@ -210,6 +170,71 @@ func main() {
 	}
 }
 
+// A scenario is what the driver knows of one: its name for -only, its
+// progress line, how to run it into res (its safety failures included), and
+// how to take its results from an earlier run that -only keeps.
+type scenario struct {
+	name, title string
+	run         func(ctx context.Context, cfg runConfig, srv *redistest.Server, res *results) error
+	keep        func(res, prev *results)
+}
+
+// scenarios are run, and reported, in this order. Each gets the shared
+// redis-server; floor and cluster start servers of their own.
+var scenarios = []scenario{
+	{"cycle", "scenario 1: uncontended cycle", func(ctx context.Context, cfg runConfig, srv *redistest.Server, res *results) (err error) {
+		res.Cycle, err = runCycles(ctx, cfg, srv.Addr())
+		return err
+	}, func(res, prev *results) { res.Cycle = prev.Cycle }},
+	{"contended", "scenario 2: contended handoff", func(ctx context.Context, cfg runConfig, srv *redistest.Server, res *results) (err error) {
+		res.Contended, err = runContended(ctx, cfg, srv.Addr())
+		return err
+	}, func(res, prev *results) { res.Contended = prev.Contended }},
+	{"hold", "scenario 3: watchdog at scale", func(ctx context.Context, cfg runConfig, srv *redistest.Server, res *results) (err error) {
+		if res.Hold, err = runHold(ctx, cfg, srv); err == nil {
+			res.Failures = append(res.Failures, holdFailures(res.Hold)...)
+		}
+		return err
+	}, func(res, prev *results) { res.Hold = prev.Hold }},
+	{"loss", "scenario 4: loss detection", func(ctx context.Context, cfg runConfig, srv *redistest.Server, res *results) (err error) {
+		if res.Loss, err = runLoss(ctx, cfg, srv.Addr()); err == nil {
+			res.Failures = append(res.Failures, lossFailures(res.Loss)...)
+		}
+		return err
+	}, func(res, prev *results) { res.Loss = prev.Loss }},
+	{"million", "scenario 5: a million leases", func(ctx context.Context, cfg runConfig, srv *redistest.Server, res *results) (err error) {
+		if res.Million, err = runMillion(ctx, cfg, srv); err == nil {
+			res.Failures = append(res.Failures, millionFailures(res.Million)...)
+		}
+		return err
+	}, func(res, prev *results) { res.Million = prev.Million }},
+	{"floor", "scenario 6: where the floor is", func(ctx context.Context, cfg runConfig, _ *redistest.Server, res *results) (err error) {
+		res.Floor, err = runFloor(ctx, cfg)
+		return err
+	}, func(res, prev *results) { res.Floor = prev.Floor }},
+	{"semaphore", "scenario 7: semaphores and read-write locks", func(ctx context.Context, cfg runConfig, srv *redistest.Server, res *results) (err error) {
+		if res.Semaphore, err = runSemaphore(ctx, cfg, srv.Addr()); err == nil {
+			res.Failures = append(res.Failures, semaphoreFailures(res.Semaphore)...)
+		}
+		return err
+	}, func(res, prev *results) { res.Semaphore = prev.Semaphore }},
+	{"cluster", "scenario 8: a 3-primary Cluster beside a single server", func(ctx context.Context, cfg runConfig, _ *redistest.Server, res *results) (err error) {
+		if res.Cluster, err = runCluster(ctx, cfg); err == nil {
+			res.Failures = append(res.Failures, clusterFailures(res.Cluster)...)
+		}
+		return err
+	}, func(res, prev *results) { res.Cluster = prev.Cluster }},
+}
+
+// allScenarios is every scenario's name, in order, as -only takes them.
+func allScenarios() string {
+	names := make([]string, len(scenarios))
+	for i, s := range scenarios {
+		names[i] = s.name
+	}
+	return strings.Join(names, ",")
+}
+
 func run(cfg runConfig, outDir, only string) error {
 	start := time.Now()
 	srv, err := redistest.StartServer(redistest.Config{})
@@ -221,90 +246,34 @@ func run(cfg runConfig, outDir, only string) error {
 	if !strings.HasPrefix(addr, "127.") {
 		return fmt.Errorf("refusing to benchmark a non-loopback server %s", addr)
 	}
-	res := &results{Mode: cfg.mode, Date: start.UTC(), Machine: machine(), Go: runtime.Version(), Redis: redisVersion(), Runs: cfg.runs, Impls: map[string]string{}, LoadStart: loadAvg()}
-	for _, im := range append(contendedImpls(), redislockImpl(0), refreshImpl()) {
-		res.Impls[im.Name] = im.Note
-	}
-	ctx := context.Background()
+	res := newResults(cfg, start)
 	want := func(s string) bool { return strings.Contains(","+only+",", ","+s+",") }
 	cfg.logf("bench: %s mode, redis-server %s on %s", cfg.mode, res.Redis, addr)
-	if want("cycle") {
-		cfg.logf("scenario 1: uncontended cycle")
-		if res.Cycle, err = runCycles(ctx, cfg, addr); err != nil {
-			return err
-		}
-	}
-	if want("contended") {
-		cfg.logf("scenario 2: contended handoff")
-		if res.Contended, err = runContended(ctx, cfg, addr); err != nil {
-			return err
-		}
-	}
-	if want("hold") {
-		cfg.logf("scenario 3: watchdog at scale")
-		if res.Hold, err = runHold(ctx, cfg, srv); err != nil {
-			return err
-		}
-		for _, h := range res.Hold {
-			if h.Lost > 0 && h.Impl == "tenure" {
-				res.Failures = append(res.Failures, fmt.Sprintf("scenario 3: tenure lost %d of %d leases (ttl %v)", h.Lost, h.Leases, h.TTL))
+	for _, s := range scenarios {
+		if want(s.name) {
+			cfg.logf("%s", s.title)
+			if err := s.run(context.Background(), cfg, srv, res); err != nil {
+				return err
 			}
 		}
 	}
-	if want("loss") {
-		cfg.logf("scenario 4: loss detection")
-		if res.Loss, err = runLoss(ctx, cfg, addr); err != nil {
-			return err
-		}
-		for _, l := range res.Loss {
-			if l.Negative > 0 {
-				res.Failures = append(res.Failures, fmt.Sprintf("scenario 4: %d of %d trials cancelled after the server's expiry (ttl %v, min margin %v)", l.Negative, l.Trials, l.TTL, l.Min))
-			}
-		}
-	}
-	if want("million") {
-		cfg.logf("scenario 5: a million leases")
-		if res.Million, err = runMillion(ctx, cfg, srv); err != nil {
-			return err
-		}
-		for _, m := range res.Million {
-			if m.Error != "" {
-				res.Failures = append(res.Failures, fmt.Sprintf("scenario 5: stopped at %d of %d leases: %s", m.Leases, m.Target, m.Error))
-			}
-			if m.Lost > 0 {
-				res.Failures = append(res.Failures, fmt.Sprintf("scenario 5: tenure lost %d of %d leases", m.Lost, m.Leases))
-			}
-		}
-	}
-	if want("floor") {
-		cfg.logf("scenario 6: where the floor is")
-		if res.Floor, err = runFloor(ctx, cfg); err != nil {
-			return err
-		}
-	}
-	if want("semaphore") {
-		cfg.logf("scenario 7: semaphores and read-write locks")
-		if res.Semaphore, err = runSemaphore(ctx, cfg, addr); err != nil {
-			return err
-		}
-		res.Failures = append(res.Failures, semaphoreFailures(res.Semaphore)...)
-	}
-	if want("cluster") {
-		cfg.logf("scenario 8: a 3-primary Cluster beside a single server")
-		if res.Cluster, err = runCluster(ctx, cfg); err != nil {
-			return err
-		}
-		for _, c := range res.Cluster {
-			if c.Lost > 0 {
-				res.Failures = append(res.Failures, fmt.Sprintf("scenario 8: tenure lost %d of %d leases (%s, run %d)", c.Lost, c.Leases, c.Deploy, c.Run))
-			}
-		}
-	}
-	if only != allScenarios {
+	if only != allScenarios() {
 		mergePrevious(res, filepath.Join(outDir, "results.json"), want)
 	}
 	res.Elapsed = time.Since(start).Round(time.Second)
 	res.LoadEnd = loadAvg()
+	if err := writeResults(res, outDir); err != nil {
+		return err
+	}
+	cfg.logf("bench: done in %v; wrote %s", res.Elapsed, outDir)
+	if len(res.Failures) > 0 {
+		return fmt.Errorf("safety property failed:\n  %s", strings.Join(res.Failures, "\n  "))
+	}
+	return nil
+}
+
+// writeResults writes results.json, the plots and results.md.
+func writeResults(res *results, outDir string) error {
 	if err := os.MkdirAll(outDir, 0o755); err != nil {
 		return err
 	}
@@ -315,60 +284,8 @@ func run(cfg runConfig, outDir, only string) error {
 	if err := writePlots(res, outDir); err != nil {
 		return fmt.Errorf("plots: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(outDir, "results.md"), []byte(markdown(res)), 0o644); err != nil {
-		return err
-	}
-	cfg.logf("bench: done in %v; wrote %s", res.Elapsed, outDir)
-	if len(res.Failures) > 0 {
-		return fmt.Errorf("safety property failed:\n  %s", strings.Join(res.Failures, "\n  "))
-	}
-	return nil
+	return os.WriteFile(filepath.Join(outDir, "results.md"), []byte(markdown(res)), 0o644)
 }
-
-// machine describes the CPU: "N × model".
-func machine() string {
-	b, _ := os.ReadFile("/proc/cpuinfo")
-	model := "unknown CPU"
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-			model = strings.TrimSpace(v)
-			break
-		}
-	}
-	return fmt.Sprintf("%d × %s (%s/%s)", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH)
-}
-
-func redisVersion() string {
-	bin, err := redistest.Binary()
-	if err != nil {
-		return "unknown"
-	}
-	out, err := exec.Command(bin, "--version").Output()
-	if err != nil {
-		return "unknown"
-	}
-	for _, f := range strings.Fields(string(out)) {
-		if v, ok := strings.CutPrefix(f, "v="); ok {
-			return v
-		}
-	}
-	return strings.TrimSpace(string(out))
-}
-
-// loadAvg returns the 1, 5 and 15 minute load averages.
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-const allScenarios = "cycle,contended,hold,loss,million,floor,semaphore,cluster"
 
 // mergePrevious fills the scenarios this run skipped from an earlier
 // results.json, keeping the date each was taken.
@@ -382,33 +299,16 @@ func mergePrevious(res *results, file string, ran func(string) bool) {
 		return
 	}
 	res.Dates = map[string]time.Time{}
-	for _, s := range strings.Split(allScenarios, ",") {
+	for _, s := range scenarios {
 		when := res.Date
-		if !ran(s) {
+		if !ran(s.name) {
 			when = prev.Date
-			if d, ok := prev.Dates[s]; ok {
+			if d, ok := prev.Dates[s.name]; ok {
 				when = d
 			}
-			switch s {
-			case "cycle":
-				res.Cycle = prev.Cycle
-			case "contended":
-				res.Contended = prev.Contended
-			case "hold":
-				res.Hold = prev.Hold
-			case "loss":
-				res.Loss = prev.Loss
-			case "million":
-				res.Million = prev.Million
-			case "floor":
-				res.Floor = prev.Floor
-			case "semaphore":
-				res.Semaphore = prev.Semaphore
-			case "cluster":
-				res.Cluster = prev.Cluster
-			}
+			s.keep(res, &prev)
 		}
-		res.Dates[s] = when
+		res.Dates[s.name] = when
 	}
 }
 

@@ -1,13 +1,98 @@
 package main
 
+// What a run writes: results.json (the results type) and results.md.
+
 import (
-	"cmp"
 	"fmt"
 	"math"
+	"os"
+	"os/exec"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tenure-go/tenure/internal/redistest"
 )
+
+// results is everything one run measured; results.json holds it.
+type results struct {
+	Mode      string
+	Date      time.Time
+	Machine   string
+	Go        string
+	Redis     string
+	Runs      int
+	Cycle     []cycleResult
+	Contended []contendedResult
+	Hold      []holdResult
+	Loss      []lossResult
+	Million   []millionResult
+	Floor     []floorResult
+	Semaphore *semaphoreResults `json:",omitempty"`
+	Cluster   []clusterResult   `json:",omitempty"`
+	Impls     map[string]string
+	Elapsed   time.Duration
+	LoadStart string // /proc/loadavg when the run began and ended: other work on the machine
+	LoadEnd   string
+	Failures  []string
+	// Dates says when each scenario's numbers were taken, when a run with
+	// -only kept some from an earlier run.
+	Dates map[string]time.Time `json:",omitempty"`
+}
+
+// machine describes the CPU: "N × model".
+func machine() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	model := "unknown CPU"
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			model = strings.TrimSpace(v)
+			break
+		}
+	}
+	return fmt.Sprintf("%d × %s (%s/%s)", runtime.NumCPU(), model, runtime.GOOS, runtime.GOARCH)
+}
+
+func redisVersion() string {
+	bin, err := redistest.Binary()
+	if err != nil {
+		return "unknown"
+	}
+	out, err := exec.Command(bin, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if v, ok := strings.CutPrefix(f, "v="); ok {
+			return v
+		}
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// loadAvg returns the 1, 5 and 15 minute load averages.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+// newResults is a run's results before any scenario: when, where, and the
+// implementations the tables name.
+func newResults(cfg runConfig, start time.Time) *results {
+	res := &results{Mode: cfg.mode, Date: start.UTC(), Machine: machine(), Go: runtime.Version(), Redis: redisVersion(), Runs: cfg.runs, Impls: map[string]string{}, LoadStart: loadAvg()}
+	for _, im := range append(contendedImpls(), redislockImpl(0), refreshImpl()) {
+		res.Impls[im.Name] = im.Note
+	}
+	return res
+}
 
 // markdown renders results.md.
 func markdown(r *results) string {
@@ -19,9 +104,9 @@ func markdown(r *results) string {
 	p("- Repeats: %d runs per measurement, implementations interleaved in a rotating order within each run; tables show medians over runs unless they say otherwise\n- Total time: %v\n\n", r.Runs, r.Elapsed)
 	if len(r.Dates) > 0 {
 		p("Scenarios were taken at different times (`-only` reruns):")
-		for _, s := range strings.Split(allScenarios, ",") {
-			if d, ok := r.Dates[s]; ok {
-				p(" %s %s;", s, d.Format("2006-01-02 15:04 UTC"))
+		for _, s := range scenarios {
+			if d, ok := r.Dates[s.name]; ok {
+				p(" %s %s;", s.name, d.Format("2006-01-02 15:04 UTC"))
 			}
 		}
 		p("\n\n")
@@ -121,435 +206,6 @@ func ratio(x float64) string {
 	return fmt.Sprintf("%.2f×", x)
 }
 
-// cycleMedian is the median over runs of one implementation at one
-// parallelism.
-type cycleMedian struct {
-	impl         string
-	par          int
-	ops, ns      float64
-	trips        float64
-	redisUs      float64
-	p50, p99     time.Duration
-	opsLo, opsHi float64
-}
-
-func cycleMedians(r *results) []cycleMedian {
-	var out []cycleMedian
-	for _, par := range group(r.Cycle, func(c cycleResult) int { return c.Goroutines }) {
-		for _, im := range group(r.Cycle, func(c cycleResult) string { return c.Impl }) {
-			rs := filter(r.Cycle, func(c cycleResult) bool { return c.Impl == im && c.Goroutines == par })
-			ops := make([]float64, len(rs))
-			for i, c := range rs {
-				ops[i] = c.OpsPerSec
-			}
-			lo, hi := minMax(ops)
-			out = append(out, cycleMedian{
-				impl: im, par: par, ops: median(ops),
-				ns:      medianOf(rs, func(c cycleResult) float64 { return c.NsPerOp }),
-				trips:   medianOf(rs, func(c cycleResult) float64 { return c.TripsPerOp }),
-				redisUs: medianOf(rs, func(c cycleResult) float64 { return c.RedisUsOp }),
-				p50:     time.Duration(medianOf(rs, func(c cycleResult) float64 { return float64(c.Lat.P50) })),
-				p99:     time.Duration(medianOf(rs, func(c cycleResult) float64 { return float64(c.Lat.P99) })),
-				opsLo:   lo, opsHi: hi,
-			})
-		}
-	}
-	return out
-}
-
-func cycleSection(b *strings.Builder, r *results) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("## 1. Uncontended cycle\n\n")
-	p("Acquire and release of a fresh name, in a loop, from 1 and 32 goroutines on one client (pool of 36). ")
-	p("Time ratio = this implementation's time per cycle ÷ the other's (lower is better; 1.10× is 10%% slower). ")
-	p("Round trips are counted by a go-redis hook; Redis CPU/cycle is the server's used CPU (INFO cpu) over the loop ÷ cycles.\n\n")
-	ms := cycleMedians(r)
-	find := func(im string, par int) *cycleMedian {
-		for i := range ms {
-			if ms[i].impl == im && ms[i].par == par {
-				return &ms[i]
-			}
-		}
-		return nil
-	}
-	p("| goroutines | implementation | cycles/s (min–max) | p50 | p99 | round trips/cycle | Redis CPU/cycle | time ÷ baseline | tenure's time ÷ this |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, m := range ms {
-		base, ten := find("baseline", m.par), find("tenure", m.par)
-		vsBase, tenVs := math.NaN(), math.NaN()
-		if base != nil {
-			vsBase = base.ops / m.ops
-		}
-		if ten != nil {
-			tenVs = m.ops / ten.ops
-		}
-		p("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %.2f | %.1fµs | %s | %s |\n", m.par, m.impl, m.ops, m.opsLo, m.opsHi, dur(m.p50), dur(m.p99), m.trips, m.redisUs, ratio(vsBase), ratio(tenVs))
-	}
-	p("\n![cycle](cycle.png)\n\n")
-}
-
-type contendedMedian struct {
-	impl          string
-	g             int
-	acq, handoffs float64
-	p50, p99, max time.Duration
-	worstMax      time.Duration
-	busiest, cmds float64
-	starved       float64
-	handoff       time.Duration // release sent -> next holder, p50
-	trips         float64       // handoff p50 in release round trips
-}
-
-func contendedMedians(r *results) []contendedMedian {
-	var out []contendedMedian
-	for _, g := range group(r.Contended, func(c contendedResult) int { return c.Goroutines }) {
-		for _, im := range group(r.Contended, func(c contendedResult) string { return c.Impl }) {
-			rs := filter(r.Contended, func(c contendedResult) bool { return c.Impl == im && c.Goroutines == g })
-			var worst time.Duration
-			for _, c := range rs {
-				worst = max(worst, c.MaxWait)
-			}
-			out = append(out, contendedMedian{
-				impl: im, g: g,
-				acq:      medianOf(rs, func(c contendedResult) float64 { return c.AcqPerSec }),
-				handoffs: medianOf(rs, func(c contendedResult) float64 { return c.HandoffsSec }),
-				p50:      time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.Wait.P50) })),
-				p99:      time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.Wait.P99) })),
-				max:      time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.MaxWait) })),
-				worstMax: worst,
-				busiest:  medianOf(rs, func(c contendedResult) float64 { return c.BusiestShare }),
-				cmds:     medianOf(rs, func(c contendedResult) float64 { return c.CmdsPerAcq }),
-				starved:  medianOf(rs, func(c contendedResult) float64 { return float64(c.Starved) }),
-				handoff:  time.Duration(medianOf(rs, func(c contendedResult) float64 { return float64(c.Handoff.P50) })),
-				trips:    medianOf(rs, func(c contendedResult) float64 { return c.HandoffTrips }),
-			})
-		}
-	}
-	return out
-}
-
-func contendedSection(b *strings.Builder, r *results) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("## 2. Contended handoff\n\n")
-	p("N goroutines loop on one name, half on each of two managers (two clients, two pools); each releases as soon as it holds. ")
-	p("A handoff is an acquisition by a goroutine other than the previous holder. Wait = time inside the implementation's acquire until it holds; ")
-	p("max wait includes waits still unfinished when the run ended (a starving waiter). Busiest = the busiest goroutine's share of all acquisitions (fair: 1/N). ")
-	p("Commands/acquisition counts every command both clients sent (go-redis hook), releases included; the floor is 2 (one acquire, one release). ")
-	p("Release → next holder is, for each handoff, the time from the previous holder sending its release to the next holder's acquire returning; ")
-	p("its p50 is also given in round trips of the release call itself, measured in the same run (the floor for a waiter woken by a message is 2: the release, then the winning attempt). ")
-	p("tenure waits for the release message on the name's channel (docs/design.md section 5), barging: the releaser may take the name again before the woken waiter tries.\n\n")
-	ms := contendedMedians(r)
-	p("| goroutines | implementation | acq/s | handoffs/s | wait p50 | wait p99 | max wait (median / worst run) | busiest share | starved goroutines | commands/acq | release → next holder p50 | in release round trips |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, m := range ms {
-		p("| %d | %s | %.0f | %.0f | %s | %s | %s / %s | %.2f | %.0f | %.1f | %s | %.1f |\n", m.g, m.impl, m.acq, m.handoffs, dur(m.p50), dur(m.p99), dur(m.max), dur(m.worstMax), m.busiest, m.starved, m.cmds, dur(m.handoff), m.trips)
-	}
-	p("\n![contended](contended.png)\n\n")
-}
-
-func holdSection(b *strings.Builder, r *results) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("## 3. Watchdog at scale\n\n")
-	p("One process holds N leases (acquired by 64 goroutines with TryAcquire / Obtain) and keeps them for the window shown. ")
-	p("Memory = heap + goroutine stacks added, per lease, after GC. CPU = this process's user+system time (getrusage) per second of the window; ")
-	p("Redis CPU = the server's (INFO cpu). Lateness = the worst delay of a renewal's send past its schedule (previous renewal + interval), ")
-	p("observed from `Lease.Deadline` for tenure and from the loop's own record for the hand-written one; lost = leases whose context ended (tenure) or whose ")
-	p("Refresh found the key gone or came after the TTL (hand-written).\n\n")
-	p("| leases | TTL / interval | implementation | acquire all | goroutines added | bytes/lease | renewals/s | round trips/s | commands/s | client CPU s/s | Redis CPU s/s | worst lateness | lost |\n|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, h := range r.Hold {
-		p("| %d | %v / %v | %s | %.1fs | %d | %.0f | %.0f | %.0f | %.0f | %.3f | %.3f | %s | %s |\n", h.Leases, h.TTL, h.Interval, h.Impl, h.AcquireSec, h.Goroutines, h.BytesLease, h.RenewSec, h.TripsSec, h.CmdsSec, h.CPUSec, h.RedisCPU, dur(h.Lateness), lostRefused(h.Lost, h.Refused))
-	}
-	p("\nClient CPU, hand-written ÷ tenure:\n\n| leases | TTL | ratio |\n|---:|---|---:|\n")
-	for _, t := range filter(r.Hold, func(h holdResult) bool { return h.Impl == "tenure" }) {
-		for _, o := range filter(r.Hold, func(h holdResult) bool {
-			return h.Impl == "redislock-refresh" && h.Leases == t.Leases && h.TTL == t.TTL
-		}) {
-			p("| %d | %v | %s |\n", t.Leases, t.TTL, ratio(o.CPUSec/t.CPUSec))
-		}
-	}
-	p("\nRedis CPU per lease renewed (Redis CPU s/s ÷ renewals/s, the server's idle work included): tenure, which renews plain leases ")
-	p("up to 256 to a `renew_leases.lua` call, against tenure-per-item (the same library behind a client type the backend does not know, so ")
-	p("that it renews each lease with its own `renew.lua` call, as before) and the hand-written loop, in the same run:\n\n")
-	p("| leases | TTL | tenure µs/renewal | tenure-per-item µs/renewal | ratio | hand-written µs/renewal |\n|---:|---|---:|---:|---:|---:|\n")
-	perRenewal := func(h holdResult) float64 { return h.RedisCPU / max(h.RenewSec, 1) * 1e6 }
-	for _, t := range filter(r.Hold, func(h holdResult) bool { return h.Impl == "tenure" }) {
-		same := func(impl string) (holdResult, bool) {
-			for _, o := range r.Hold {
-				if o.Impl == impl && o.Leases == t.Leases && o.TTL == t.TTL {
-					return o, true
-				}
-			}
-			return holdResult{}, false
-		}
-		pi, ok1 := same("tenure-per-item")
-		hw, ok2 := same("redislock-refresh")
-		if !ok1 || !ok2 {
-			continue
-		}
-		p("| %d | %v | %.1f | %.1f | %s | %.1f |\n", t.Leases, t.TTL, perRenewal(t), perRenewal(pi), ratio(perRenewal(t)/perRenewal(pi)), perRenewal(hw))
-	}
-	p("\n![hold](hold.png)\n\n")
-}
-
-func lossSection(b *strings.Builder, r *results) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("## 4. Loss detection\n\n")
-	p("A tenure holder talks to Redis through a proxy that is black-holed at a random moment; a second client polls the key's PTTL every ~1ms. ")
-	p("Margin = the server's expiry (a lower bound: the latest send time + PTTL over all samples) − the moment the holder's context was cancelled. ")
-	p("It must never be negative; the configured margin (drift) is TTL·1%% + 2ms. Only tenure is measured: its peers have no context to cancel.\n\n")
-	p("| TTL | trials | drift | margin min | median | max | negative | causes |\n|---|---:|---:|---:|---:|---:|---:|---|\n")
-	for _, l := range r.Loss {
-		p("| %v | %d | %s | %s | %s | %s | %d | %v |\n", l.TTL, l.Trials, dur(l.Drift), dur(l.Min), dur(l.Median), dur(l.Max), l.Negative, l.Causes)
-	}
-	p("\n![loss](loss.png)\n")
-}
-
-// millionTarget is the process's budget a lease.
-const millionTarget = 600
-
-func millionSection(b *strings.Builder, r *results) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("\n## 5. Million leases\n\n")
-	ttl, interval := 30*time.Second, 10*time.Second
-	if len(r.Million) > 0 {
-		ttl, interval = r.Million[0].TTL, r.Million[0].Interval
-	}
-	p("One process, one `lease.Manager`, acquires N leases with TryAcquire from 64 goroutines (TTL %v, renewed every %v: N/%.3g renewals a second) and holds them for the window. ", ttl, interval.Round(time.Millisecond), interval.Seconds())
-	p("Memory = heap + goroutine stacks added per lease after GC, once all are held and again at the end of the window; the harness's own per-lease arrays are allocated before the baseline, so it is what the library keeps (the name string included). ")
-	p("Goroutines added are counted once 1%% of the leases are held and once all are. Lateness and lost are read as in scenario 3, every 2s; ")
-	p("client CPU includes that pass over all leases (mean time shown). Redis memory = INFO memory `used_memory` after acquiring all − after FLUSHALL.\n\n")
-	for _, m := range r.Million {
-		if m.Error != "" || m.Lost > 0 {
-			p("**FAILED:** held %d of %d leases", m.Leases, m.Target)
-			if m.Lost > 0 {
-				p(", **lost %d**", m.Lost)
-			}
-			if m.Error != "" {
-				p("; what ran out first: `%s`", m.Error)
-			}
-			p("\n\n")
-		}
-	}
-	p("| leases held / asked | window | acquire all | goroutines added (1%% → all) | bytes/lease held | bytes/lease at end | renewals/s (schedule) | worst lateness | lost | client CPU s/s | sampling pass | round trips/s | commands/s | release all (Close) |\n")
-	p("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, m := range r.Million {
-		late := dur(m.Lateness)
-		if m.Renewals == 0 {
-			late = "– (no renewal)"
-		}
-		p("| %d / %d | %v | %.1fs | %d → %d | %.0f | %.0f | %.0f (%.0f) | %s | %d | %.3f | %.0fms | %.0f | %.0f | %.1fs |\n",
-			m.Leases, m.Target, m.Window.Round(time.Second), m.AcquireSec, m.GoroutinesEarly, m.Goroutines, m.BytesHeld, m.BytesEnd,
-			m.RenewSec, float64(m.Leases)/m.Interval.Seconds(), late, m.Lost, m.CPUSec, m.SampleMs, m.TripsSec, m.CmdsSec, m.CloseSec)
-	}
-	p("\nThe Redis side, same run:\n\n| leases | used_memory added | per lease | Redis CPU s/s | Redis CPU per renewal |\n|---:|---:|---:|---:|---:|\n")
-	for _, m := range r.Million {
-		perRenewal := "–"
-		if m.RenewSec > 0 {
-			perRenewal = fmt.Sprintf("%.1fµs", m.RedisCPU/m.RenewSec*1e6)
-		}
-		p("| %d | %.0f MB | %.0f B | %.3f | %s |\n", m.Leases, float64(m.RedisMem)/1e6, m.RedisMemLease, m.RedisCPU, perRenewal)
-	}
-	p("\nTarget: at most %d bytes a lease in the process, zero lost, goroutines constant in N.\n\n", millionTarget)
-	met := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "**not met**"
-	}
-	for _, m := range r.Million {
-		p("- %d of %d leases acquired: %s; bytes/lease %.0f held, %.0f at end: %s; lost %d: %s; goroutines %d at 1%%, %d at all: %s\n",
-			m.Leases, m.Target, met(m.Leases == m.Target && m.Error == ""),
-			m.BytesHeld, m.BytesEnd, met(max(m.BytesHeld, m.BytesEnd) <= millionTarget),
-			m.Lost, met(m.Lost == 0), m.GoroutinesEarly, m.Goroutines, met(m.GoroutinesEarly == m.Goroutines))
-	}
-	p("\n![million](million.png)\n")
-}
-
-// floorMedian is the median over runs of one floor variant.
-type floorMedian struct {
-	variant                   int
-	name, note                string
-	runs                      int
-	redisUs, evalshaUs, inner float64
-	clientUs, cpuUs           float64
-	cmds                      []floorCmd
-}
-
-func floorMedians(r *results) []floorMedian {
-	var out []floorMedian
-	vs := group(r.Floor, func(f floorResult) int { return f.Variant })
-	slices.Sort(vs)
-	for _, v := range vs {
-		rs := filter(r.Floor, func(f floorResult) bool { return f.Variant == v })
-		fm := floorMedian{
-			variant: v, name: rs[0].Name, note: rs[0].Note, runs: len(rs),
-			redisUs:   medianOf(rs, func(f floorResult) float64 { return f.RedisUs }),
-			evalshaUs: medianOf(rs, func(f floorResult) float64 { return f.EvalshaUs }),
-			inner:     medianOf(rs, func(f floorResult) float64 { return f.InnerCalls }),
-			clientUs:  medianOf(rs, func(f floorResult) float64 { return f.ClientUs }),
-			cpuUs:     medianOf(rs, func(f floorResult) float64 { return f.CPUUs }),
-		}
-		var all []floorCmd
-		for _, f := range rs {
-			all = append(all, f.Commands...)
-		}
-		for _, name := range group(all, func(c floorCmd) string { return c.Name }) {
-			cs := filter(all, func(c floorCmd) bool { return c.Name == name })
-			fm.cmds = append(fm.cmds, floorCmd{
-				Name: name, Inner: cs[0].Inner,
-				Calls:     medianOf(cs, func(c floorCmd) float64 { return c.Calls }),
-				UsecCall:  medianOf(cs, func(c floorCmd) float64 { return c.UsecCall }),
-				UsecCycle: medianOf(cs, func(c floorCmd) float64 { return c.UsecCycle }),
-			})
-		}
-		out = append(out, fm)
-	}
-	return out
-}
-
-func floorSection(b *strings.Builder, r *results) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	ms := floorMedians(r)
-	p("\n## 6. Where the floor is\n\n")
-	p("Acquire + release of a fresh name in a loop, one goroutine, one client, on a Redis server of its own, emptied (FLUSHALL) and its statistics reset (CONFIG RESETSTAT) before each variant; ")
-	p("each variant runs for a fixed time, the variants in a rotating order; medians over %d run(s). Each variant adds one step of tenure's acquire.lua to the one above; the scripts of 2–4 are the bench's own, 5 and 6 run the library's. ", ms[0].runs)
-	p("Redis µs/cycle is what INFO commandstats times for the commands the client sent (usec ÷ cycles): a script's usec includes the commands it calls, which commandstats also lists (as inner calls) and which are not added again. ")
-	p("commandstats times execution only; Redis CPU/cycle (INFO cpu) adds reading, parsing and replying, and expiring the fence keys and release markers left behind, and is noisier. ")
-	p("Client µs/cycle is wall time per cycle, round trips included.\n\n")
-	p("| # | variant | Redis µs/cycle | EVALSHA µs/call | inner calls/cycle | client µs/cycle | Redis µs vs 1 | client µs vs 1 | Redis CPU/cycle (INFO cpu) |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	base := ms[0]
-	for _, m := range ms {
-		p("| %d | %s | %.2f | %.2f | %.1f | %.1f | %+.2f | %+.1f | %.1fµs |\n", m.variant, m.name, m.redisUs, m.evalshaUs, m.inner, m.clientUs, m.redisUs-base.redisUs, m.clientUs-base.clientUs, m.cpuUs)
-	}
-	p("\nEvery command per cycle (medians), as commandstats shows it; \"script\" means called from inside a script, whose time is part of the EVALSHA's:\n\n")
-	p("| # | command | sent by | calls/cycle | µs/call | µs/cycle |\n|---:|---|---|---:|---:|---:|\n")
-	for _, m := range ms {
-		for _, c := range m.cmds {
-			by := "client"
-			if c.Inner {
-				by = "script"
-			}
-			p("| %d | %s | %s | %.2f | %.2f | %.2f |\n", m.variant, strings.ToUpper(c.Name), by, c.Calls, c.UsecCall, c.UsecCycle)
-		}
-	}
-	p("\nVariants:\n\n")
-	for _, m := range ms {
-		p("%d. %s: %s\n", m.variant, m.name, m.note)
-	}
-	for _, f := range r.Floor {
-		if len(f.Mixed) > 0 {
-			p("\n**Caution:** variant %d sent %v itself and also called it from a script; commandstats cannot split their time, so its Redis µs/cycle counts those script calls twice.\n", f.Variant, f.Mixed)
-			break
-		}
-	}
-}
-
-// semCycleMedian is the median over runs of one variant of scenario 7's
-// cycle at one parallelism.
-type semCycleMedian struct {
-	impl, base                    string
-	par                           int
-	ops, opsLo, opsHi             float64
-	trips, allocs, redisUs, cpuUs float64
-	p50, p99                      time.Duration
-}
-
-func semCycleMedians(s *semaphoreResults) []semCycleMedian {
-	var out []semCycleMedian
-	for _, par := range group(s.Cycle, func(c semCycleResult) int { return c.Goroutines }) {
-		for _, im := range group(s.Cycle, func(c semCycleResult) string { return c.Impl }) {
-			rs := filter(s.Cycle, func(c semCycleResult) bool { return c.Impl == im && c.Goroutines == par })
-			ops := make([]float64, len(rs))
-			for i, c := range rs {
-				ops[i] = c.OpsPerSec
-			}
-			lo, hi := minMax(ops)
-			out = append(out, semCycleMedian{
-				impl: im, base: rs[0].Base, par: par, ops: median(ops), opsLo: lo, opsHi: hi,
-				trips:   medianOf(rs, func(c semCycleResult) float64 { return c.TripsPerOp }),
-				allocs:  medianOf(rs, func(c semCycleResult) float64 { return c.AllocsOp }),
-				redisUs: medianOf(rs, func(c semCycleResult) float64 { return c.RedisUsOp }),
-				cpuUs:   medianOf(rs, func(c semCycleResult) float64 { return c.CPUUsOp }),
-				p50:     time.Duration(medianOf(rs, func(c semCycleResult) float64 { return float64(c.Lat.P50) })),
-				p99:     time.Duration(medianOf(rs, func(c semCycleResult) float64 { return float64(c.Lat.P99) })),
-			})
-		}
-	}
-	return out
-}
-
-func semaphoreSection(b *strings.Builder, s *semaphoreResults) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("\n## 7. Semaphores and read-write locks\n\n")
-	p("**Cycle.** Acquire and release in a loop from 1 and 32 goroutines on one client (pool of 36), each variant on a client of its own. ")
-	p("Permits (n=%d) and read locks: goroutine g cycles on name g mod %d, so at 32 goroutines two share each name, at most two of its %d permits are held and nobody waits. ", s.N, s.Names, s.N)
-	p("Write locks and leases: a name per goroutine. Time ÷ baseline divides this variant's time per cycle by its baseline's in the same run (permits and read locks by the baseline permit, write locks and leases by the baseline lease); ")
-	p("÷ tenure lease by tenure's plain lease. Allocations are the whole process's heap allocations (runtime.MemStats.Mallocs) per cycle; ")
-	p("Redis µs/cycle is INFO commandstats' usec for the commands the client sent (a script's usec includes what it calls), after CONFIG RESETSTAT; Redis CPU/cycle is INFO cpu.\n\n")
-	ms := semCycleMedians(s)
-	// perRun is the median over runs of this variant's time ÷ other's in
-	// the same run, and its range: drift of the machine between runs,
-	// which the interleaving does not cancel, stays out of it.
-	perRun := func(m semCycleMedian, other string) (med, lo, hi float64) {
-		var rs []float64
-		for _, c := range s.Cycle {
-			if c.Impl != m.impl || c.Goroutines != m.par {
-				continue
-			}
-			for _, o := range s.Cycle {
-				if o.Impl == other && o.Goroutines == c.Goroutines && o.Run == c.Run && c.OpsPerSec > 0 {
-					rs = append(rs, o.OpsPerSec/c.OpsPerSec)
-				}
-			}
-		}
-		lo, hi = minMax(rs)
-		return median(rs), lo, hi
-	}
-	p("The ratios are medians over runs of the ratio within each run (range in brackets), so that the machine's drift between runs stays out of them; cycles/s, latencies and costs are medians over runs.\n\n")
-	p("| goroutines | variant | cycles/s (min–max) | p50 | p99 | round trips/cycle | allocs/cycle | Redis µs/cycle (commandstats) | Redis CPU/cycle | time ÷ baseline (range) | time ÷ tenure lease |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, m := range ms {
-		vsBase, lo, hi := perRun(m, m.base)
-		vsLease, _, _ := perRun(m, "tenure lease")
-		p("| %d | %s | %.0f (%.0f–%.0f) | %s | %s | %.2f | %.0f | %.1f | %.1fµs | %s (%s–%s) ÷ %s | %s |\n", m.par, m.impl, m.ops, m.opsLo, m.opsHi, dur(m.p50), dur(m.p99), m.trips, m.allocs, m.redisUs, m.cpuUs, ratio(vsBase), ratio(lo), ratio(hi), m.base, ratio(vsLease))
-	}
-	p("\n**Handoff.** A semaphore of %d permits kept full by N goroutines on one name, half on each of two clients: %d hold, the rest wait in acquire. ", s.N, s.N)
-	p("A coordinator tells the longest holder to release, waits for a waiter's acquire to return, then lets the releaser wait again: one release at a time, each taken by a waiter that was waiting. ")
-	p("Release → holder is the time from the holder sending its release to the waiter's acquire returning; it is also given in round trips of the release call itself, measured in the same run ")
-	p("(a waiter woken by a message needs about 2: the release, then its winning attempt). Commands/handoff counts everything both clients sent, the woken waiters' tries included. ")
-	p("Max live = the most permits held at once, counted from acquire returning to release being sent; the run fails if it is ever above %d.\n\n", s.N)
-	p("| goroutines | implementation | handoffs/s | release → holder p50 | p99 | release p50 | p50 in release round trips | p99 in release round trips | commands/handoff | max live |\n|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, g := range group(s.Handoff, func(h semHandoffResult) int { return h.Goroutines }) {
-		for _, im := range group(s.Handoff, func(h semHandoffResult) string { return h.Impl }) {
-			rs := filter(s.Handoff, func(h semHandoffResult) bool { return h.Impl == im && h.Goroutines == g })
-			var live int64
-			for _, h := range rs {
-				live = max(live, h.MaxLive)
-			}
-			p("| %d | %s | %.0f | %s | %s | %s | %.1f | %.1f | %.1f | %d |\n", g, im,
-				medianOf(rs, func(h semHandoffResult) float64 { return h.PerSec }),
-				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Handoff.P50) }))),
-				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Handoff.P99) }))),
-				dur(time.Duration(medianOf(rs, func(h semHandoffResult) float64 { return float64(h.Release.P50) }))),
-				medianOf(rs, func(h semHandoffResult) float64 { return h.P50Trips }),
-				medianOf(rs, func(h semHandoffResult) float64 { return h.P99Trips }),
-				medianOf(rs, func(h semHandoffResult) float64 { return h.CmdsPerHand }), live)
-		}
-	}
-	p("\n**Read-write safety.** Readers and writers of one tenure read-write lock at once (two managers; readers hold 200µs, writers pause 2ms between locks). ")
-	p("Each counts, on getting its lock, who else holds it; a writer finding anyone, or a reader finding a writer, is an overlap, and the run fails.\n\n")
-	p("| run | goroutines | writers | seconds | reads | writes | most readers at once | overlaps |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	for _, m := range s.RWMix {
-		p("| %d | %d | %d | %.1f | %d | %d | %d | %d |\n", m.Run, m.Goroutines, m.Writers, m.Seconds, m.Reads, m.Writes, m.MaxReaders, m.Overlaps)
-	}
-	p("\nVariants:\n\n")
-	names := make([]string, 0, len(s.Notes))
-	for n := range s.Notes {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
-		p("- `%s`: %s\n", n, s.Notes[n])
-	}
-}
-
 // lostRefused is a hold row's losses, with the acquisitions refused with
 // lease.ErrOverloaded when there were any.
 func lostRefused(lost, refused int) string {
@@ -557,212 +213,4 @@ func lostRefused(lost, refused int) string {
 		return fmt.Sprint(lost)
 	}
 	return fmt.Sprintf("%d (%d refused: overloaded)", lost, refused)
-}
-
-// clusterFigure is one node's (or a deployment's) medians over runs in
-// scenario 8: work a second, Redis CPU seconds a second, idle CPU a second,
-// work per Redis CPU second (as measured, and with the node's idle CPU
-// taken out), and its Redis CPU per op ÷ the single server's, per run
-// (median and range; with idle taken out, median).
-type clusterFigure struct {
-	label                   string
-	opsSec, cpuSec, idle    float64
-	perCPU, perBusy         float64
-	ratio, ratioLo, ratioHi float64
-	ratioBusy               float64
-}
-
-// clusterMedian is one implementation on one deployment in scenario 8: its
-// nodes' figures and all nodes' together (all work ÷ all CPU).
-type clusterMedian struct {
-	part, impl, deploy string
-	nodes              []clusterFigure
-	all                clusterFigure
-	lost, refused      int
-	lateness           time.Duration // worst over runs
-	leases, rounds     int
-	goroutines         int
-	ttl, interval      time.Duration
-	secs               float64
-}
-
-// clusterKey names a measurement's single-server counterpart.
-type clusterKey struct {
-	part, impl string
-	run        int
-}
-
-// clusterMedians summarizes scenario 8. A ratio is taken within each run
-// against the single server's figure for the same part and implementation,
-// so that the machine's drift between runs stays out of it.
-func clusterMedians(rs []clusterResult) []clusterMedian {
-	single := map[clusterKey]clusterNode{}
-	for _, r := range rs {
-		if r.Deploy == "single" {
-			single[clusterKey{r.Part, r.Impl, r.Run}] = clusterAll(r)
-		}
-	}
-	var out []clusterMedian
-	rs = slices.Clone(rs)
-	slices.SortStableFunc(rs, func(a, b clusterResult) int {
-		return cmp.Or(cmp.Compare(clusterRank(a.Impl), clusterRank(b.Impl)), cmp.Compare(clusterRank(a.Deploy), clusterRank(b.Deploy)))
-	})
-	for _, part := range group(rs, func(r clusterResult) string { return r.Part }) {
-		inPart := filter(rs, func(r clusterResult) bool { return r.Part == part })
-		for _, im := range group(inPart, func(r clusterResult) string { return r.Impl }) {
-			of := filter(inPart, func(r clusterResult) bool { return r.Impl == im })
-			for _, dep := range group(of, func(r clusterResult) string { return r.Deploy }) {
-				out = append(out, clusterMedianOf(filter(of, func(r clusterResult) bool { return r.Deploy == dep }), single))
-			}
-		}
-	}
-	return out
-}
-
-// clusterRank orders scenario 8's implementations and deployments in its
-// tables and plot, whatever order they ran in.
-func clusterRank(s string) int {
-	return slices.Index([]string{"tenure", "tenure-per-item", "baseline", "baseline+publish", "single", "cluster-1", "cluster"}, s)
-}
-
-// clusterAll is all of r's nodes as one: all the work, CPU and idle CPU.
-func clusterAll(r clusterResult) clusterNode {
-	n := clusterNode{Ops: r.ops(), CPU: r.cpu()}
-	for _, nd := range r.Nodes {
-		n.Idle += nd.Idle
-	}
-	return n
-}
-
-// clusterFigureOf is the figure of one node of runs (node picks it).
-func clusterFigureOf(label string, runs []clusterResult, single map[clusterKey]clusterNode, node func(clusterResult) clusterNode) clusterFigure {
-	per := func(n clusterNode) float64 { return float64(n.Ops) / n.CPU }
-	busy := func(n clusterNode, secs float64) float64 { return float64(n.Ops) / (n.CPU - n.Idle*secs) }
-	var ratios, busyRatios []float64
-	for _, r := range runs {
-		n := node(r)
-		if s, ok := single[clusterKey{r.Part, r.Impl, r.Run}]; ok && n.Ops > 0 {
-			ratios = append(ratios, per(s)/per(n))
-			busyRatios = append(busyRatios, busy(s, r.Seconds)/busy(n, r.Seconds))
-		}
-	}
-	lo, hi := minMax(ratios)
-	return clusterFigure{label: label,
-		opsSec:  medianOf(runs, func(r clusterResult) float64 { return float64(node(r).Ops) / r.Seconds }),
-		cpuSec:  medianOf(runs, func(r clusterResult) float64 { return node(r).CPU / r.Seconds }),
-		idle:    medianOf(runs, func(r clusterResult) float64 { return node(r).Idle }),
-		perCPU:  medianOf(runs, func(r clusterResult) float64 { return per(node(r)) }),
-		perBusy: medianOf(runs, func(r clusterResult) float64 { return busy(node(r), r.Seconds) }),
-		ratio:   median(ratios), ratioLo: lo, ratioHi: hi, ratioBusy: median(busyRatios)}
-}
-
-func clusterMedianOf(runs []clusterResult, single map[clusterKey]clusterNode) clusterMedian {
-	f := runs[0]
-	m := clusterMedian{part: f.Part, impl: f.Impl, deploy: f.Deploy, leases: f.Leases, goroutines: f.Goroutines, ttl: f.TTL, interval: f.Interval}
-	if len(f.Nodes) > 1 {
-		for i, n := range f.Nodes {
-			m.nodes = append(m.nodes, clusterFigureOf(fmt.Sprintf("node %d (%s)", i+1, n.Addr), runs, single,
-				func(r clusterResult) clusterNode { return r.Nodes[i] }))
-		}
-	}
-	all := fmt.Sprintf("all %d nodes", len(f.Nodes))
-	switch {
-	case f.Deploy == "single":
-		all = "the server"
-	case len(f.Nodes) == 1:
-		all = "its one node"
-	}
-	m.all = clusterFigureOf(all, runs, single, clusterAll)
-	for _, r := range runs {
-		m.lost, m.refused = max(m.lost, r.Lost), max(m.refused, r.Refused)
-		m.lateness = max(m.lateness, r.Lateness)
-		m.secs = max(m.secs, r.Seconds)
-	}
-	if m.interval > 0 {
-		m.rounds = int(m.secs/m.interval.Seconds() + 0.5)
-	}
-	return m
-}
-
-func clusterSection(b *strings.Builder, rs []clusterResult) {
-	p := func(format string, args ...any) { fmt.Fprintf(b, format, args...) }
-	p("\n## 8. Outgrowing one Redis: a 3-primary Cluster beside a single server\n\n")
-	p("A single redis-server and a Redis Cluster of 3 primaries (no replicas, the same configuration), both on loopback and started by the scenario, measured in the same run in a rotating order. ")
-	p("Redis CPU is each node's INFO cpu (user + system) over the window, its idle work included; idle CPU is each node's with no client but the harness's, measured at the start of each run (a Cluster node also gossips on its bus). ")
-	p("Each cycle or renewal is counted to the node that serves its name (the Cluster client's slot map). Per Redis CPU second = the node's work ÷ its CPU; for *all nodes*, all the work ÷ all the nodes' CPU. ")
-	p("÷ single = the single server's figure ÷ this one's in the same run, for the same implementation: Redis CPU per op relative to one server's (issue 32's target for tenure: at most 1.1×), median over runs (range); ")
-	p("*idle out* = the same with each node's idle CPU taken out of its window. ")
-	p("*cluster-1*, where it ran, is a Cluster of one primary serving all 16,384 slots: cluster mode without the split over nodes. ")
-	p("Medians of %d runs.\n\n", len(group(rs, func(r clusterResult) int { return r.Run })))
-	ms := clusterMedians(rs)
-	for _, part := range []string{"cycle", "hold"} {
-		if parts := filter(ms, func(m clusterMedian) bool { return m.part == part }); len(parts) > 0 {
-			clusterTable(p, parts)
-		}
-	}
-	p("\n![cluster](cluster.png)\n\n")
-}
-
-func clusterTable(p func(string, ...any), ms []clusterMedian) {
-	f := ms[0]
-	unit := "cycles"
-	if f.part == "cycle" {
-		p("**Uncontended cycle**: acquire + release of fresh names from %d goroutines on one client, %.1fs windows. `tenure`: `Manager.Acquire` + `Release`; ", f.goroutines, f.secs)
-		p("`baseline`: SET NX PX + a compare-and-delete script on the name's tenure key (scenario 1's); `baseline+publish`: the same with a PUBLISH in the script, as tenure's release.lua sends one (a Cluster sends every PUBLISH to all its nodes).\n\n")
-	} else {
-		unit = "renewals"
-		p("\n**Leases held**: %d leases, TTL %v renewed every %v, acquired by %d goroutines with `TryAcquire`, then watched for %d renewal rounds (%.1fs). ",
-			f.leases, f.ttl, f.interval.Round(time.Millisecond), acquirers, f.rounds, f.secs)
-		p("`tenure` batches renewals (one server: up to 256 leases a `renew_leases.lua` call; a Cluster: per node, `renew_node.lua`); `tenure-per-item` is the same library behind a client type its backend does not know, renewing each lease with its own `renew.lua` call, ")
-		p("which is what batching per slot came to on a Cluster (per-slot batching cannot be chosen from outside the library).\n\n")
-	}
-	p("| implementation | deployment | node | %s/s | Redis CPU s/s | idle CPU s/s | %s per Redis CPU second | Redis CPU µs per op | ÷ single (range) | ÷ single, idle out |", unit, unit)
-	if f.part == "hold" {
-		p(" worst lateness | lost |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-	} else {
-		p("\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
-	}
-	for _, m := range ms {
-		for i, fig := range append(m.nodes, m.all) {
-			label := fig.label
-			if i == len(m.nodes) {
-				label = "**" + label + "**"
-			}
-			p("| %s | %s | %s | %.0f | %.4f | %.4f | %.0f | %.2f | %s (%s–%s) | %s |", m.impl, m.deploy, label, fig.opsSec, fig.cpuSec, fig.idle, fig.perCPU, 1e6/fig.perCPU,
-				ratio(fig.ratio), ratio(fig.ratioLo), ratio(fig.ratioHi), ratio(fig.ratioBusy))
-			if f.part == "hold" {
-				p(" %s | %s |", dur(m.lateness), lostRefused(m.lost, m.refused))
-			}
-			p("\n")
-		}
-	}
-	if f.part == "hold" {
-		clusterBatching(p, ms)
-	}
-}
-
-// clusterBatching is what batching buys on each deployment: tenure's Redis
-// CPU per renewal ÷ tenure-per-item's, all nodes together.
-func clusterBatching(p func(string, ...any), ms []clusterMedian) {
-	find := func(impl, dep string) (clusterMedian, bool) {
-		for _, m := range ms {
-			if m.impl == impl && m.deploy == dep {
-				return m, true
-			}
-		}
-		return clusterMedian{}, false
-	}
-	first := true
-	for _, dep := range group(ms, func(m clusterMedian) string { return m.deploy }) {
-		t, ok1 := find("tenure", dep)
-		pi, ok2 := find("tenure-per-item", dep)
-		if !ok1 || !ok2 {
-			continue
-		}
-		if first {
-			p("\nWhat batching buys: Redis CPU µs per renewal, all nodes together (medians), batched ÷ per item:\n\n| deployment | tenure | tenure-per-item | ratio |\n|---|---:|---:|---:|\n")
-			first = false
-		}
-		p("| %s | %.2f | %.2f | %s |\n", dep, 1e6/t.all.perCPU, 1e6/pi.all.perCPU, ratio(pi.all.perCPU/t.all.perCPU))
-	}
 }
