@@ -3,6 +3,7 @@ package watchdog_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -216,4 +217,58 @@ func TestOverloadStretchesRatherThanLoses(t *testing.T) {
 			t.Fatalf("%d of %d leases lost to a load they could be carried through", l, n)
 		}
 	})
+}
+
+// Behind counts Config.Parallel workers' renewals a second: four workers
+// renewing 1ms a lease carry 4,000 renewals a second. 2,000 leases renewed
+// every second are behind for a watchdog that counts one worker (its
+// three quarters are 750 a second), not for one that counts four (3,000),
+// which keeps them all and is behind only past 3,000.
+func TestBehindCountsParallelWorkers(t *testing.T) {
+	for _, parallel := range []int{1, 4} {
+		t.Run(fmt.Sprint("parallel=", parallel), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := watchdog.New[string](costly{per: time.Millisecond}, watchdog.Config{Drift: drift, Workers: 4, Parallel: parallel})
+				defer w.Close()
+				var lost atomic.Int64
+				added := 0
+				add := func(n int) {
+					for range n {
+						added++
+						if _, err := w.Add(fmt.Sprint("l", added), 3*time.Second, time.Now(), time.Second, true, watchdog.LostFunc(func(error) { lost.Add(1) })); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				add(2000)
+				time.Sleep(5 * time.Second) // rounds measured
+				if got, want := w.Behind(), parallel == 1; got != want {
+					t.Fatalf("Behind() = %t with 2,000 renewals a second, want %t", got, want)
+				}
+				if parallel == 1 {
+					return
+				}
+				if lost.Load() > 0 {
+					t.Fatalf("%d of 2,000 leases lost", lost.Load())
+				}
+				add(1500)
+				time.Sleep(5 * time.Second)
+				if !w.Behind() {
+					t.Fatal("not behind with 3,500 renewals a second called for, over three quarters of four workers' 4,000")
+				}
+			})
+		})
+	}
+}
+
+func TestDefaultParallel(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
+	for _, c := range []struct{ procs, workers, want int }{
+		{1, 4, 1}, {2, 4, 1}, {3, 4, 1}, {4, 4, 2}, {8, 4, 4}, {16, 4, 4}, {16, 2, 2},
+	} {
+		runtime.GOMAXPROCS(c.procs)
+		if got := watchdog.DefaultParallel(c.workers); got != c.want {
+			t.Errorf("GOMAXPROCS %d, %d workers: DefaultParallel = %d, want %d", c.procs, c.workers, got, c.want)
+		}
+	}
 }

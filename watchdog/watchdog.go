@@ -35,6 +35,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,6 +140,10 @@ type Config struct {
 	BatchSize int
 	// Workers is how many batches may be in flight at once (default 4).
 	Workers int
+	// Parallel is how many workers' worth of renewals a second the process
+	// is counted to sustain when Behind weighs the renewals its leases call
+	// for (default DefaultParallel(Workers)).
+	Parallel int
 	// RetryMin is the first delay before retrying a failed renewal; it
 	// doubles on each failure up to a quarter of the lease's renewal
 	// interval (default 10ms).
@@ -245,6 +250,10 @@ func New[I any](r Renewer[I], cfg Config) *Watchdog[I] {
 	if cfg.Workers <= 0 {
 		cfg.Workers = 4
 	}
+	if cfg.Parallel <= 0 {
+		cfg.Parallel = DefaultParallel(cfg.Workers)
+	}
+	cfg.Parallel = min(cfg.Parallel, cfg.Workers)
 	if cfg.RetryMin <= 0 {
 		cfg.RetryMin = 10 * time.Millisecond
 	}
@@ -590,12 +599,12 @@ const minLate = 300 * time.Millisecond
 // would push held leases past their deadlines. It takes no lock.
 func (w *Watchdog[I]) Behind() bool {
 	now := w.now()
-	// The capacity counted is one worker's: the workers overlap their
-	// round trips, but renewing is CPU work too, here and on the server,
-	// and what one worker measured alone is not what several get at once
-	// from a process short of CPU.
+	// The capacity counted is Config.Parallel workers': the workers
+	// overlap their round trips, but renewing is CPU work too, and what
+	// one worker measured alone is not what several get at once from a
+	// process short of CPU (see DefaultParallel).
 	if c := math.Float64frombits(w.perWorker.Load()); c > 0 &&
-		math.Float64frombits(w.demandBits.Load()) > maxLoad*c {
+		math.Float64frombits(w.demandBits.Load()) > maxLoad*c*float64(w.cfg.Parallel) {
 		return true
 	}
 	at := w.behindAt.Load()
@@ -603,6 +612,19 @@ func (w *Watchdog[I]) Behind() bool {
 		at = min(at, w.inflightBehindAt[i].Load())
 	}
 	return at != never && now >= at
+}
+
+// DefaultParallel is Config.Parallel's default for a watchdog of workers
+// workers: one worker per two of the process's cores (GOMAXPROCS), at
+// least one and at most workers. Renewing costs the process CPU (encoding,
+// decoding, the race detector's share), so workers only add capacity where
+// there are cores for them and for the work the leases guard: on two
+// cores, a run short of CPU that counted four workers admitted leases it
+// then lost, and counting one kept them (lease's TestOverloadShortOfCPU);
+// on ten, counting one refused new leases at 40,000 renewals a second
+// while Redis and the client had cores to spare (bench scenario 10).
+func DefaultParallel(workers int) int {
+	return max(1, min(workers, runtime.GOMAXPROCS(0)/2))
 }
 
 // spreadFrom is how many leases a watchdog holds before it spreads new
