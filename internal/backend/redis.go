@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -93,11 +94,16 @@ type Redis struct {
 	// The scripts that publish release messages, built for the client's
 	// kind of pub/sub (pubsub.go).
 	pub *publishers
+
+	// On a Cluster: the nodes renewals could not reach (down.go), and how
+	// the client dials one.
+	down downNodes
+	dial func(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
 // NewRedis returns a Redis backend storing keys under prefix.
 func NewRedis(client redis.UniversalClient, prefix string) *Redis {
-	return &Redis{client: client, layout: Layout{Prefix: prefix}, batch: batchModeOf(client), pub: publishersFor(client)}
+	return &Redis{client: client, layout: Layout{Prefix: prefix}, batch: batchModeOf(client), pub: publishersFor(client), dial: dialerOf(client)}
 }
 
 // Acquire runs acquire.lua (permit.lua for a permit): one round trip once

@@ -36,7 +36,8 @@ const renewBatchMax = 256
 type renewCall struct {
 	idx   []int // the items it renews, by index into the Renew call's items
 	batch bool
-	node  bool // renew_node.lua
+	node  bool   // renew_node.lua
+	addr  string // on a Cluster: the primary it goes to, as the client's slot map says
 	keys  []string
 	args  []any
 	cmd   *redis.Cmd
@@ -94,7 +95,7 @@ func batchModeOf(c redis.UniversalClient) batchMode {
 // call, all in one pipeline (go-redis splits a Cluster's per node).
 func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
 	calls := r.renewCalls(ctx, items)
-	r.sendRenewals(ctx, calls)
+	r.sendRenewals(ctx, r.reachable(ctx, calls))
 	var retry []int // items of batch calls the server could not run
 	moved, unreachable := false, false
 	for _, c := range calls {
@@ -112,7 +113,12 @@ func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
 		}
 		c.results(errs)
 		moved = moved || c.node && c.cmd.Err() == nil && slices.Contains(errs, errNotLocal)
-		unreachable = unreachable || transportFailure(c.cmd.Err())
+		if transportFailure(c.cmd.Err()) {
+			unreachable = true
+			if c.addr != "" && !errors.Is(c.cmd.Err(), errNodeDown) {
+				r.down.mark(c.addr)
+			}
+		}
 	}
 	// A node that cannot be reached may have been replaced: on a Cluster
 	// whose primary died, its replica is promoted within seconds, and the
@@ -149,7 +155,11 @@ func (r *Redis) renewCalls(ctx context.Context, items []Item) []*renewCall {
 	for i, it := range items {
 		if it.Reentrant || it.Permit {
 			keys, argv := r.renewArgs(it)
-			calls = append(calls, &renewCall{idx: []int{i}, keys: keys, args: append([]any(nil), argv.slice()...)})
+			c := &renewCall{idx: []int{i}, keys: keys, args: append([]any(nil), argv.slice()...)}
+			if r.batch == batchSlots {
+				c.addr = r.nodeOf(ctx, nodes, slot(keys[0]), keys[0])
+			}
+			calls = append(calls, c)
 			continue
 		}
 		key := r.layout.Lease(it.Name)
@@ -158,13 +168,14 @@ func (r *Redis) renewCalls(ctx context.Context, items []Item) []*renewCall {
 			// The slot of the key, not of the name: a name's own braces
 			// ("x{t}") pick a tag other than the key's ("x{t").
 			g.slot = slot(key)
+			g.node = r.nodeOf(ctx, nodes, g.slot, key)
 			if byNode {
-				g.node, g.slot = r.nodeOf(ctx, nodes, g.slot, key), 0
+				g.slot = 0
 			}
 		}
 		c := open[g]
 		if c == nil || len(c.idx) == renewBatchMax {
-			c = &renewCall{batch: true, node: byNode, args: []any{msArg(&r.ttlArg, it.TTL)}}
+			c = &renewCall{batch: true, node: byNode, addr: g.node, args: []any{msArg(&r.ttlArg, it.TTL)}}
 			open[g] = c
 			calls = append(calls, c)
 		}
@@ -199,6 +210,25 @@ func (r *Redis) nodeOf(ctx context.Context, nodes map[int]string, s int, key str
 	}
 	nodes[s] = addr
 	return addr
+}
+
+// reachable returns the calls to send: those whose Cluster node is not
+// down (downNodes). The others are answered errNodeDown at once, so that
+// the live nodes' renewals do not wait for a dead one's dials.
+func (r *Redis) reachable(ctx context.Context, calls []*renewCall) []*renewCall {
+	if r.batch != batchSlots {
+		return calls
+	}
+	out := calls[:0:0]
+	for _, c := range calls {
+		if c.addr != "" && r.down.skip(ctx, c.addr, r.dial) {
+			c.cmd = redis.NewCmd(ctx)
+			c.cmd.SetErr(errNodeDown)
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
 }
 
 // sendRenewals sends the calls in one pipeline, and once more with EVAL
