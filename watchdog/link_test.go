@@ -249,3 +249,41 @@ func (r *takeover) Renew(ctx context.Context, batch []watchdog.Renewal[string], 
 		errs[i] = watchdog.ErrNotHeld
 	}
 }
+
+// deadThenPromoted fails every renewal sent before up, each after 3s (a
+// Cluster primary killed: connections refused, go-redis dialing again
+// meanwhile), and answers the later ones at once (its replica promoted).
+type deadThenPromoted struct{ up time.Time }
+
+func (d deadThenPromoted) Renew(ctx context.Context, batch []watchdog.Renewal[string], errs []error) {
+	if time.Now().Before(d.up) {
+		select {
+		case <-time.After(3 * time.Second):
+		case <-ctx.Done():
+		}
+		for i := range errs {
+			errs[i] = errors.New("dial tcp: connect: connection refused")
+		}
+	}
+}
+
+// Attempts that failed without an answer do not raise the round-trip
+// estimate: a lease whose node is back 3.9s before its loss is renewed,
+// not given up as hopeless for the 3s its failures took.
+func TestFailuresAreNoRoundTrips(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		start := time.Now()
+		w := watchdog.New[string](deadThenPromoted{up: start.Add(8 * time.Second)}, watchdog.Config{Drift: drift})
+		defer w.Close()
+		lost := make(chan error, 1)
+		if _, err := w.Add("l", 12*time.Second, start, 4*time.Second, true, watchdog.LostFunc(func(err error) { lost <- err })); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(30 * time.Second)
+		select {
+		case err := <-lost:
+			t.Fatalf("lost although renewals were answered from 8s, 3.9s before its loss: %v", err)
+		default:
+		}
+	})
+}
