@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"time"
 
@@ -108,7 +109,7 @@ func main() {
 	layoutD := flag.Duration("layout-d", 3*time.Second, "scenario 9's time a measurement")
 	var sc scaleConfig
 	scale := flag.Bool("scale", false, "run scenario 10 alone (scale.go; for a machine where Redis has cores of its own) and write scale.md to -out")
-	flag.IntVar(&sc.renewLeases, "scale-renew", 300_000, "scenario 10: leases of the renewal-cost part (0 skips it)")
+	scaleRenew := flag.String("scale-renew", "300000", "scenario 10: lease counts of the renewal-cost part, comma-separated (0 skips it)")
 	flag.IntVar(&sc.clusterLeases, "scale-cluster", 3_000_000, "scenario 10: leases of the Cluster part (0 skips it)")
 	flag.IntVar(&sc.managers, "scale-managers", 6, "scenario 10: managers sharing the Cluster part's leases")
 	flag.IntVar(&sc.rounds, "scale-rounds", 3, "scenario 10: renewal rounds watched (before and after the kill)")
@@ -118,6 +119,14 @@ func main() {
 		cfg := configFor("full")
 		cfg.verbose = !*quiet
 		var err error
+		for _, f := range strings.Split(*scaleRenew, ",") {
+			if n, perr := strconv.Atoi(strings.TrimSpace(f)); perr != nil || n < 0 {
+				fmt.Fprintf(os.Stderr, "bench: -scale-renew: %q is not a lease count\n", f)
+				os.Exit(2)
+			} else if n > 0 {
+				sc.renewLeases = append(sc.renewLeases, n)
+			}
+		}
 		if *layout {
 			err = runLayout(context.Background(), cfg, *out, *layoutReps, *layoutD)
 		} else {
