@@ -905,12 +905,14 @@ func (w *Watchdog[I]) send(ctx context.Context, reqs []Renewal[I], errs []error,
 	defer w.wg.Done()
 	sent := w.now()
 	w.renewer.Renew(ctx, reqs, errs)
-	// An attempt that failed without an answer (a node that refused the
-	// connection, go-redis dialing it again meanwhile) says nothing of the
-	// round trip: counting it made every lease of a killed Cluster primary
-	// hopeless, unsent and lost, although its replica was promoted seconds
-	// before their deadline (lease's TestClusterKilledPrimaryKeepsLeases).
-	if gaveUp := ctx.Err() != nil; gaveUp || answered(errs) {
+	// An attempt that failed without an answer for every renewal (a node
+	// that refused the connection, go-redis dialing it again meanwhile,
+	// while the other nodes of a Cluster answered at once) says nothing of
+	// the round trip: counting it made every lease of a killed Cluster
+	// primary hopeless, unsent and lost, although its replica was promoted
+	// seconds before their deadline (lease's
+	// TestClusterKilledPrimaryKeepsLeases).
+	if gaveUp := ctx.Err() != nil; gaveUp || decided(errs) {
 		w.observeRTT(time.Duration(w.now()-sent), gaveUp)
 	}
 	done <- answer{errs: errs, sent: sent}
@@ -925,17 +927,6 @@ func (b *batch[I]) merge(a answer, first bool) {
 			b.errs[i], b.sent[i] = err, a.sent
 		}
 	}
-}
-
-// answered reports whether the server answered any renewal of errs:
-// renewed, or not held.
-func answered(errs []error) bool {
-	for _, err := range errs {
-		if err == nil || errors.Is(err, ErrNotHeld) {
-			return true
-		}
-	}
-	return false
 }
 
 // decided reports whether every renewal's outcome is known: renewed, or
