@@ -8,7 +8,7 @@
 #   ./test.sh -run TestAcquire -- ./lease
 #                                      packages after -- replace every module's
 #
-# The tests start their own redis-server (internal/redistest) and, in the
+# The tests start their own redis-server (tests/redistest) and, in the
 # fencing module, their own PostgreSQL (fencing/pgtest): Debian's packages
 # redis-server and postgresql, or the binaries $REDIS_SERVER and
 # $POSTGRES_BIN_DIR name. When one is missing, root gets it installed with
@@ -36,7 +36,7 @@ on_path() {
 }
 
 # redis_bin prints the redis-server the tests will start, found as
-# internal/redistest.Binary finds it.
+# tests/redistest.Binary finds it.
 redis_bin() {
   if [ -n "${REDIS_SERVER:-}" ]; then
     echo "$REDIS_SERVER"

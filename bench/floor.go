@@ -26,8 +26,8 @@ import (
 
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // floorTTL is the TTL of every variant, as in scenario 1.

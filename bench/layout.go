@@ -37,7 +37,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // layoutAcquire is the one-key acquire: KEYS[1] the name's key, KEYS[2..3]

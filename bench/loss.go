@@ -23,8 +23,8 @@ import (
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // lossCase is one TTL of the scenario and how many trials it gets.

@@ -19,7 +19,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // runConfig is what one mode runs.

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // results is everything one run measured; results.json holds it.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/fencing/pgtest"
-	"github.com/tenure-go/tenure/internal/chaos"
+	"github.com/tenure-go/tenure/tests/chaos"
 )
 
 // pgResource is the chaos runner's fenced resource as a real PostgreSQL
@@ -47,7 +47,7 @@ func (p *pgResource) Write(ctx context.Context, name string, fence int64) (int64
 	return seq, err
 }
 
-// TestChaosPostgres is the chaos run (internal/chaos, the -chaos.* flags)
+// TestChaosPostgres is the chaos run (tests/chaos, the -chaos.* flags)
 // with the holders writing through the guard to a real PostgreSQL: the
 // checker must find no stale write the database took, and the database's
 // own log of the writes it took must show the fences of each name never

@@ -11,7 +11,7 @@ import (
 // A build with the tag tenure_broken breaks the lease on purpose, as the
 // environment variable TENURE_BREAK says, so that the chaos runner can show
 // that its checker catches each kind of broken promise
-// (internal/chaos/broken_test.go). Never ship it.
+// (tests/chaos/broken_test.go). Never ship it.
 //
 //	TENURE_BREAK=nocancel    a lost lease's context is never cancelled by the
 //	                         loss; only Release (or Close) ends it

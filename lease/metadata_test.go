@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/semaphore"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // An acquisition's metadata is stored in its value beside the holder

@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 var overload = flag.Bool("overload", false, "run TestOverloadHeldLeasesComeFirst: about a minute of load through a slowed proxy")

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // Many goroutines, on two managers, take random overlapping sets of names

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // TestHoldWithoutCommand: "tenure run NAME" prints what it holds, holds

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // quorumServers starts three servers for quorum mode, and returns them and

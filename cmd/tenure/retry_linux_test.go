@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // TestRunWaitSurvivesRestart: a "run --wait" waiting for a held name goes

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // These tests check S9 (work under a lease ends within the lease) from the

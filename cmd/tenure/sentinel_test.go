@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 func TestSentinelCLI(t *testing.T) {

@@ -11,8 +11,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // TestClusterReleaseForceWakes: on a Cluster, release --force tells the

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // TestVerbose: without -v a run that goes well prints nothing; -v logs the

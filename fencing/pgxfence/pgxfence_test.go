@@ -16,8 +16,8 @@ import (
 	"github.com/tenure-go/tenure/fencing"
 	"github.com/tenure-go/tenure/fencing/pgtest"
 	"github.com/tenure-go/tenure/fencing/pgxfence"
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 var redisAddr string

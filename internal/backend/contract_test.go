@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/backend"
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // The contract: what every Backend answers, run against the in-memory Fake

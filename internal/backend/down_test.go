@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/internal/backend"
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // gatedDialer counts the client's dials by address, and, once blocked,

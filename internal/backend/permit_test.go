@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/internal/backend"
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // permit.lua and the 'z' kind of renew.lua, release.lua and abandon.lua,

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/internal/backend"
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 func TestReentrantScripts(t *testing.T) {

@@ -15,8 +15,8 @@ import (
 
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/keys"
-	"github.com/tenure-go/tenure/internal/redistest"
 	tlease "github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // Renewal of many leases at once (renew_leases.lua, in calls of a few

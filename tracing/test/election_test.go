@@ -9,8 +9,8 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 	"github.com/tenure-go/tenure/tracing"
 )
 

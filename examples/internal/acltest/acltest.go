@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // Run starts a redis-server with a user made by docs/security.md's rule for

@@ -22,10 +22,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/rwlock"
 	"github.com/tenure-go/tenure/semaphore"
+	"github.com/tenure-go/tenure/tests/redistest"
 	"github.com/tenure-go/tenure/watchdog"
 )
 

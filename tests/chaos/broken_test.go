@@ -17,7 +17,7 @@ import (
 // proves nothing. The faults keep the server's data, so that nothing is
 // excused as expected; the seed comes from -chaos.seed or the clock.
 //
-//	go test -tags chaos,tenure_broken -count=1 -run TestChaosBroken ./internal/chaos -v
+//	go test -tags chaos,tenure_broken -count=1 -run TestChaosBroken ./tests/chaos -v
 func TestChaosBroken(t *testing.T) {
 	base := FlagConfig()
 	base.duration = 20 * time.Second

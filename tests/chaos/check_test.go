@@ -11,7 +11,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 func TestMain(m *testing.M) {

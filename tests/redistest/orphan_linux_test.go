@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 const orphanEnv = "REDISTEST_ORPHAN_CHILD"
