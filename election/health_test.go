@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/election"
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // probe returns the health handler's status code and body.

@@ -9,9 +9,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/reentrant"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // Reentrant locks as a user with docs/security.md's rule: taking, entering

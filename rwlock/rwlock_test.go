@@ -12,9 +12,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/rwlock"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 func TestMain(m *testing.M) {

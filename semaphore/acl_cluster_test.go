@@ -9,10 +9,10 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/rwlock"
 	"github.com/tenure-go/tenure/semaphore"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // workload runs every path of semaphores and read-write locks on c:

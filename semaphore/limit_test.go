@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/rwlock"
 	"github.com/tenure-go/tenure/semaphore"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // wantMismatch fails the test unless err is the refusal of a request that

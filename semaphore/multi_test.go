@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tenure-go/tenure/internal/redistest"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/semaphore"
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // AcquireN takes k permits together or none; its lease renews, releases and
