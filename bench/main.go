@@ -104,38 +104,10 @@ func main() {
 	millionN := flag.Int("million-n", 0, "scenario 5's lease count (default: the mode's: 20,000, 200,000 or 1,000,000)")
 	millionTTLFlag := flag.Duration("million-ttl", 30*time.Second, "scenario 5's TTL; leases renew every third of it")
 	replot := flag.Bool("replot", false, "run nothing: rewrite results.md and the plots from -out's results.json")
-	layout := flag.Bool("layout", false, "run scenario 9 alone (layout.go) and write layout.md to -out")
-	layoutReps := flag.Int("layout-reps", 3, "scenario 9's runs")
-	layoutD := flag.Duration("layout-d", 3*time.Second, "scenario 9's time a measurement")
-	var sc scaleConfig
-	scale := flag.Bool("scale", false, "run scenario 10 alone (scale.go; for a machine where Redis has cores of its own) and write scale.md to -out")
-	scaleRenew := flag.String("scale-renew", "300000", "scenario 10: lease counts of the renewal-cost part, comma-separated (0 skips it)")
-	flag.IntVar(&sc.clusterLeases, "scale-cluster", 3_000_000, "scenario 10: leases of the Cluster part (0 skips it)")
-	flag.IntVar(&sc.managers, "scale-managers", 6, "scenario 10: managers sharing the Cluster part's leases")
-	flag.IntVar(&sc.rounds, "scale-rounds", 3, "scenario 10: renewal rounds watched (before and after the kill)")
-	flag.BoolVar(&sc.pin, "scale-pin", false, "scenario 10: pin each redis-server to a core of its own with taskset (cores 0, 1, ...)")
+	alone := aloneFlags()
 	flag.Parse()
-	if *layout || *scale {
-		cfg := configFor("full")
-		cfg.verbose = !*quiet
-		var err error
-		for _, f := range strings.Split(*scaleRenew, ",") {
-			if n, perr := strconv.Atoi(strings.TrimSpace(f)); perr != nil || n < 0 {
-				fmt.Fprintf(os.Stderr, "bench: -scale-renew: %q is not a lease count\n", f)
-				os.Exit(2)
-			} else if n > 0 {
-				sc.renewLeases = append(sc.renewLeases, n)
-			}
-		}
-		if *layout {
-			err = runLayout(context.Background(), cfg, *out, *layoutReps, *layoutD)
-		} else {
-			err = runScale(context.Background(), cfg, sc, *out)
-		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "bench:", err)
-			os.Exit(1)
-		}
+	if alone.chosen() {
+		alone.run(*out, *quiet)
 		return
 	}
 	if *replot {
@@ -174,6 +146,58 @@ func main() {
 	setMillionTTL(*millionTTLFlag)
 	if err := run(cfg, *out, *only); err != nil {
 		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// alone is the flags of scenarios 9 and 10, which run by themselves (not
+// through -only) and write their own report to -out.
+type alone struct {
+	layout, scale bool
+	layoutReps    int
+	layoutD       time.Duration
+	scaleRenew    string
+	sc            scaleConfig
+}
+
+func aloneFlags() *alone {
+	a := &alone{}
+	flag.BoolVar(&a.layout, "layout", false, "run scenario 9 alone (layout.go) and write layout.md to -out")
+	flag.IntVar(&a.layoutReps, "layout-reps", 3, "scenario 9's runs")
+	flag.DurationVar(&a.layoutD, "layout-d", 3*time.Second, "scenario 9's time a measurement")
+	flag.BoolVar(&a.scale, "scale", false, "run scenario 10 alone (scale.go; for a machine where Redis has cores of its own) and write scale.md to -out")
+	flag.StringVar(&a.scaleRenew, "scale-renew", "300000", "scenario 10: lease counts of the renewal-cost part, comma-separated (0 skips it)")
+	flag.IntVar(&a.sc.clusterLeases, "scale-cluster", 3_000_000, "scenario 10: leases of the Cluster part (0 skips it)")
+	flag.IntVar(&a.sc.managers, "scale-managers", 6, "scenario 10: managers sharing the Cluster part's leases")
+	flag.IntVar(&a.sc.rounds, "scale-rounds", 3, "scenario 10: renewal rounds watched (before and after the kill)")
+	flag.BoolVar(&a.sc.pin, "scale-pin", false, "scenario 10: pin each redis-server to a core of its own with taskset (cores 0, 1, ...)")
+	return a
+}
+
+func (a *alone) chosen() bool { return a.layout || a.scale }
+
+// run runs the chosen scenario and exits on failure.
+func (a *alone) run(out string, quiet bool) {
+	cfg := configFor("full")
+	cfg.verbose = !quiet
+	for _, f := range strings.Split(a.scaleRenew, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 0 {
+			fmt.Fprintf(os.Stderr, "bench: -scale-renew: %q is not a lease count\n", f)
+			os.Exit(2)
+		}
+		if n > 0 {
+			a.sc.renewLeases = append(a.sc.renewLeases, n)
+		}
+	}
+	var err error
+	if a.layout {
+		err = runLayout(context.Background(), cfg, out, a.layoutReps, a.layoutD)
+	} else {
+		err = runScale(context.Background(), cfg, a.sc, out)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		os.Exit(1)
 	}

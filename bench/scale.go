@@ -1,6 +1,7 @@
 // Scenario 10, scale (issue 32, targets 3 and 4): tenure where Redis has
 // cores of its own, for a machine with more cores than the 2-core VM (run
-// it there with `-scale`; it writes scale.md to -out).
+// it there with `-scale`; it writes scale.md to -out). The Cluster part is
+// in scale_cluster.go.
 //
 //   - Renewal cost: one redis-server pinned to core 0 (-scale-pin), n leases
 //     at TTL 10s held by one manager, renewed in batches (renew_leases.lua)
