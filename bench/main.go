@@ -171,6 +171,7 @@ func aloneFlags() *alone {
 	flag.IntVar(&a.sc.clusterLeases, "scale-cluster", 3_000_000, "scenario 10: leases of the Cluster part (0 skips it)")
 	flag.IntVar(&a.sc.managers, "scale-managers", 6, "scenario 10: managers sharing the Cluster part's leases")
 	flag.IntVar(&a.sc.rounds, "scale-rounds", 3, "scenario 10: renewal rounds watched (before and after the kill)")
+	flag.DurationVar(&a.sc.retryFor, "scale-retry", 0, "scenario 10: how long the Cluster part tries a refused acquisition again (0: never)")
 	flag.BoolVar(&a.sc.pin, "scale-pin", false, "scenario 10: pin each redis-server to a core of its own with taskset (cores 0, 1, ...)")
 	return a
 }

@@ -40,11 +40,12 @@ import (
 )
 
 type scaleConfig struct {
-	renewLeases   []int // lease counts of the renewal-cost part; none skips it
-	clusterLeases int   // leases of the Cluster part; 0 skips it
-	managers      int   // managers sharing the Cluster part's leases
-	rounds        int   // renewal rounds watched (before and after the kill)
-	pin           bool  // pin each redis-server to a core of its own (taskset)
+	renewLeases   []int         // lease counts of the renewal-cost part; none skips it
+	clusterLeases int           // leases of the Cluster part; 0 skips it
+	managers      int           // managers sharing the Cluster part's leases
+	rounds        int           // renewal rounds watched (before and after the kill)
+	pin           bool          // pin each redis-server to a core of its own (taskset)
+	retryFor      time.Duration // Cluster part: how long a refused acquisition is tried again
 }
 
 // scaleTTL is the TTL of every lease of the scenario, renewed every third.
@@ -150,7 +151,7 @@ func scaleHold(ctx context.Context, cfg runConfig, d deployment, n, k, rounds in
 	}
 	defer closeManagers(ms)
 	t0 := time.Now()
-	held, refused, err := scaleAcquire(ctx, ms, d, n)
+	held, refused, _, err := scaleAcquire(ctx, ms, d, n, 0)
 	if err != nil {
 		return scaleResult{}, err
 	}
@@ -197,29 +198,40 @@ func closeManagers(ms []*lease.Manager) {
 }
 
 // scaleAcquire acquires n fresh names, name i on manager i mod len(ms),
-// from 256 goroutines with TryAcquire; a name refused with ErrOverloaded is
-// counted, not held.
-func scaleAcquire(ctx context.Context, ms []*lease.Manager, d deployment, n int) ([]heldLease, int, error) {
+// from 256 goroutines with TryAcquire. A name refused with ErrOverloaded is
+// tried again after a pause (20ms, doubling to 1s) until retryFor has passed
+// since the start, as a caller that waits for room would; then, or at once
+// when retryFor is 0, it is counted as refused, not held. It also returns
+// how many attempts were refused.
+func scaleAcquire(ctx context.Context, ms []*lease.Manager, d deployment, n int, retryFor time.Duration) ([]heldLease, int, int64, error) {
 	held := make([]heldLease, n)
-	var refused atomic.Int64
+	var refused, attempts atomic.Int64
+	start := time.Now()
 	err := parallel(n, 256, func(i int) error {
 		name := fmt.Sprint("scale-", i)
 		node, err := d.nodeOf(ctx, name)
 		if err != nil {
 			return err
 		}
-		l, err := ms[i%len(ms)].TryAcquire(ctx, name)
-		switch {
-		case errors.Is(err, lease.ErrOverloaded):
-			refused.Add(1)
+		for pause := 20 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+			l, err := ms[i%len(ms)].TryAcquire(ctx, name)
+			switch {
+			case errors.Is(err, lease.ErrOverloaded):
+				attempts.Add(1)
+				if time.Since(start) < retryFor {
+					time.Sleep(pause)
+					continue
+				}
+				refused.Add(1)
+				return nil
+			case err != nil:
+				return fmt.Errorf("acquire %s: %w", name, err)
+			}
+			held[i] = heldLease{l: l, node: node, last: clusterSent(l)}
 			return nil
-		case err != nil:
-			return fmt.Errorf("acquire %s: %w", name, err)
 		}
-		held[i] = heldLease{l: l, node: node, last: clusterSent(l)}
-		return nil
 	})
-	return held, int(refused.Load()), err
+	return held, int(refused.Load()), attempts.Load(), err
 }
 
 // scriptStats returns the script calls (EVALSHA and EVAL) of d's nodes so

@@ -53,12 +53,12 @@ func scaleCluster(ctx context.Context, cfg runConfig, sc scaleConfig, b *strings
 	}
 	defer closeManagers(ms)
 	t0 := time.Now()
-	held, refused, err := scaleAcquire(ctx, ms, d, sc.clusterLeases)
+	held, refused, refusals, err := scaleAcquire(ctx, ms, d, sc.clusterLeases, sc.retryFor)
 	if err != nil {
 		return err
 	}
 	acquired := time.Since(t0)
-	cfg.logf("  scale cluster: %d leases in %.1fs over %d managers, %d refused", sc.clusterLeases-refused, acquired.Seconds(), sc.managers, refused)
+	cfg.logf("  scale cluster: %d leases in %.1fs over %d managers, %d refused in the end, %d refusals retried within %v", sc.clusterLeases-refused, acquired.Seconds(), sc.managers, refused, refusals, sc.retryFor)
 	interval := scaleTTL / 3
 	before := clusterResult{TTL: scaleTTL, Interval: interval}
 	if err := watchHeld(ctx, d, held, interval*time.Duration(sc.rounds), &before); err != nil {
@@ -79,7 +79,7 @@ func scaleCluster(ctx context.Context, cfg runConfig, sc scaleConfig, b *strings
 	t1 := time.Now()
 	closeManagers(ms)
 	closed := time.Since(t1)
-	scaleClusterReport(b, sc, refused, acquired, before, after, failover, lost, by, closed)
+	scaleClusterReport(b, sc, refused, refusals, acquired, before, after, failover, lost, by, closed)
 	return nil
 }
 
@@ -149,9 +149,9 @@ func killPrimary(ctx context.Context, primary, replica *redistest.Server) (time.
 	return 0, fmt.Errorf("replica %s not promoted within 60s of the kill", replica.Addr())
 }
 
-func scaleClusterReport(b *strings.Builder, sc scaleConfig, refused int, acquired time.Duration, before, after clusterResult, failover time.Duration, lost int, by map[string]int, closed time.Duration) {
-	fmt.Fprintf(b, "## A Cluster loses a primary\n\n3 primaries (nodes 0-2) with a replica each (nodes 3-5, node 3 replicating node 0), %d leases across them held by %d managers (each with its own Cluster client); %d refused with ErrOverloaded; acquired in %.1fs. Watched for %d rounds, then node 0 killed (SIGKILL): node 3 reported itself primary after %v; watched %d rounds more. Closing the managers (releasing every lease) took %.1fs.\n\n",
-		sc.clusterLeases, sc.managers, refused, acquired.Seconds(), sc.rounds, failover.Round(time.Millisecond), sc.rounds+2, closed.Seconds())
+func scaleClusterReport(b *strings.Builder, sc scaleConfig, refused int, refusals int64, acquired time.Duration, before, after clusterResult, failover time.Duration, lost int, by map[string]int, closed time.Duration) {
+	fmt.Fprintf(b, "## A Cluster loses a primary\n\n3 primaries (nodes 0-2) with a replica each (nodes 3-5, node 3 replicating node 0), %d leases offered to %d managers (each with its own Cluster client) with TryAcquire, a name refused with ErrOverloaded tried again after a pause for up to %v: %d attempts refused, %d names refused in the end; acquired in %.1fs. Watched for %d rounds, then node 0 killed (SIGKILL): node 3 reported itself primary after %v; watched %d rounds more. Closing the managers (releasing every lease) took %.1fs.\n\n",
+		sc.clusterLeases, sc.managers, sc.retryFor, refusals, refused, acquired.Seconds(), sc.rounds, failover.Round(time.Millisecond), sc.rounds+2, closed.Seconds())
 	b.WriteString("Nodes are listed in the order they were watched: after the kill, node 3 (the promoted replica) comes first, and the renewals of node 0's leases are counted to it.\n\n| window | # | address | renewals/s | Redis CPU s/s | µs per renewal |\n|---|---:|---|---:|---:|---:|\n")
 	for _, w := range []struct {
 		name string
