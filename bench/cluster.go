@@ -237,19 +237,25 @@ func (l *clusterLab) clusterDeployment(ctx context.Context, name string, primari
 		d.admins, d.addrs = append(d.admins, admin), append(d.addrs, s.Addr())
 		index[s.Addr()] = i
 	}
-	d.nodeOf = func(ctx context.Context, name string) (int, error) {
+	d.nodeOf = nodeIndex(cc, index, len(index), d.addrs)
+	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
+	return d, err
+}
+
+// nodeIndex returns a deployment's nodeOf: the index, below limit, of the
+// primary that serves name's lease key as cc's slot map says.
+func nodeIndex(cc *redis.ClusterClient, index map[string]int, limit int, addrs []string) func(ctx context.Context, name string) (int, error) {
+	return func(ctx context.Context, name string) (int, error) {
 		c, err := cc.MasterForKey(ctx, clusterLayout.Lease(name))
 		if err != nil {
 			return 0, err
 		}
 		i, ok := index[c.Options().Addr]
-		if !ok {
-			return 0, fmt.Errorf("%s: %s is served by %s, not one of %v", d.name, name, c.Options().Addr, d.addrs)
+		if !ok || i >= limit {
+			return 0, fmt.Errorf("%s is served by %s, not one of %v", name, c.Options().Addr, addrs[:limit])
 		}
 		return i, nil
 	}
-	err = cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return c.Ping(ctx).Err() })
-	return d, err
 }
 
 // runCluster runs scenario 8: per run, each node's idle CPU, then each

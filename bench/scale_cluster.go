@@ -100,17 +100,7 @@ func scaleDeployment(ctx context.Context, cl *redistest.Cluster) (deployment, fu
 		d.admins, d.addrs = append(d.admins, admin), append(d.addrs, s.Addr())
 		index[s.Addr()] = i
 	}
-	d.nodeOf = func(ctx context.Context, name string) (int, error) {
-		c, err := cc.MasterForKey(ctx, clusterLayout.Lease(name))
-		if err != nil {
-			return 0, err
-		}
-		i, ok := index[c.Options().Addr]
-		if !ok || i > 2 {
-			return 0, fmt.Errorf("%s is served by %s, not a primary of %v", name, c.Options().Addr, d.addrs)
-		}
-		return i, nil
-	}
+	d.nodeOf = nodeIndex(cc, index, 3, d.addrs) // the primaries are nodes 0-2
 	return d, func() {
 		for _, c := range closers {
 			_ = c()
