@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -316,11 +317,8 @@ func (r *Redis) renewArgs(it Item) ([]string, scriptArgs) {
 // Release runs release.lua for every item in one pipeline.
 func (r *Redis) Release(ctx context.Context, items []Item, errs []error) {
 	r.pipelined(ctx, r.pub.release, items, errs, r.releaseArgs, scriptResult)
-	for _, err := range errs {
-		if transportFailure(err) {
-			r.reloadIfUnreachable(ctx, err)
-			return
-		}
+	if slices.ContainsFunc(errs, transportFailure) {
+		r.reloadState(ctx)
 	}
 }
 
