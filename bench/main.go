@@ -151,14 +151,15 @@ func main() {
 	}
 }
 
-// alone is the flags of scenarios 9 and 10, which run by themselves (not
-// through -only) and write their own report to -out.
+// alone is the flags of scenarios 9, 10 and 11, which run by themselves
+// (not through -only) and write their own report to -out.
 type alone struct {
-	layout, scale bool
-	layoutReps    int
-	layoutD       time.Duration
-	scaleRenew    string
-	sc            scaleConfig
+	layout, scale, renewFloor bool
+	layoutReps                int
+	layoutD                   time.Duration
+	renewFloorN               int
+	scaleRenew                string
+	sc                        scaleConfig
 }
 
 func aloneFlags() *alone {
@@ -166,6 +167,8 @@ func aloneFlags() *alone {
 	flag.BoolVar(&a.layout, "layout", false, "run scenario 9 alone (layout.go) and write layout.md to -out")
 	flag.IntVar(&a.layoutReps, "layout-reps", 3, "scenario 9's runs")
 	flag.DurationVar(&a.layoutD, "layout-d", 3*time.Second, "scenario 9's time a measurement")
+	flag.BoolVar(&a.renewFloor, "renew-floor", false, "run scenario 11 alone (renewfloor.go) and write renewfloor.md to -out; -layout-reps and -layout-d set its runs and time a measurement")
+	flag.IntVar(&a.renewFloorN, "renew-floor-n", 30000, "scenario 11's lease count")
 	flag.BoolVar(&a.scale, "scale", false, "run scenario 10 alone (scale.go; for a machine where Redis has cores of its own) and write scale.md to -out")
 	flag.StringVar(&a.scaleRenew, "scale-renew", "300000", "scenario 10: lease counts of the renewal-cost part, comma-separated (0 skips it)")
 	flag.IntVar(&a.sc.clusterLeases, "scale-cluster", 3_000_000, "scenario 10: leases of the Cluster part (0 skips it)")
@@ -176,7 +179,7 @@ func aloneFlags() *alone {
 	return a
 }
 
-func (a *alone) chosen() bool { return a.layout || a.scale }
+func (a *alone) chosen() bool { return a.layout || a.scale || a.renewFloor }
 
 // run runs the chosen scenario and exits on failure.
 func (a *alone) run(out string, quiet bool) {
@@ -193,9 +196,12 @@ func (a *alone) run(out string, quiet bool) {
 		}
 	}
 	var err error
-	if a.layout {
+	switch {
+	case a.layout:
 		err = runLayout(context.Background(), cfg, out, a.layoutReps, a.layoutD)
-	} else {
+	case a.renewFloor:
+		err = runRenewFloor(context.Background(), cfg, out, a.renewFloorN, a.layoutReps, a.layoutD)
+	default:
 		err = runScale(context.Background(), cfg, a.sc, out)
 	}
 	if err != nil {

@@ -183,6 +183,8 @@ func (r *Redis) renewCalls(ctx context.Context, items []Item) []*renewCall {
 		c.leases = append(c.leases, key)
 		c.tokens = append(c.tokens, it.Token)
 		if !it.Light {
+			// In the order of the leases: the scripts walk both lists
+			// together.
 			c.fences = append(c.fences, r.layout.Fence(it.Name))
 			c.of = append(c.of, len(c.idx))
 		}

@@ -15,7 +15,8 @@
 -- ARGV[2+n+i]    lease i's token
 -- ARGV[3+2n]     m, the number of counters to refresh
 -- ARGV[3+2n+2j-1], ARGV[3+2n+2j]
---                counter j's key, P{N}:fence, and the lease i it belongs to
+--                counter j's key, P{N}:fence, and the lease i it belongs to,
+--                in increasing order of i
 --
 -- Returns  the leases not renewed, as a flat list {i, code, ...} in order:
 --            code 0 when the name is held by another token or kind, -1
@@ -24,18 +25,24 @@
 --            caller looked: the outcome is unknown, and the caller tries
 --            again). An empty list: every lease was renewed.
 -- Each lease is renewed as renew_leases.lua renews it: PEXPIRE ... GT (S8),
--- a listed counter one TTL past its lease's key. pcall: GET of another kind,
+-- a listed counter twice the TTL unless it has longer (PEXPIRE ... GT). pcall: GET of another kind,
 -- or of a key another node serves, is an error reply.
 local ttl = ARGV[1]
 local n = tonumber(ARGV[2])
+local counter_ttl = 2 * tonumber(ttl)
 local failed = {}
-local renewed = {}
+-- c walks the listed counters alongside the leases: ARGV[c] is the next
+-- one's key, and of is the lease it belongs to (nil past the last).
+local c = 3 + 2 * n + 1
+local of = tonumber(ARGV[c + 1])
 for i = 1, n do
   local key = ARGV[2 + i]
   local v = redis.pcall('GET', key)
   if v == ARGV[2 + n + i] then
     redis.call('PEXPIRE', key, ttl, 'GT')
-    renewed[i] = true
+    if i == of then
+      redis.call('PEXPIRE', ARGV[c], counter_ttl, 'GT')
+    end
   else
     local code = 0
     if v == false then
@@ -46,13 +53,9 @@ for i = 1, n do
     failed[#failed + 1] = i
     failed[#failed + 1] = code
   end
-end
-local base = 3 + 2 * n
-for j = 1, tonumber(ARGV[base]) do
-  local i = tonumber(ARGV[base + 2 * j])
-  if renewed[i] then
-    local fence = ARGV[base + 2 * j - 1]
-    redis.call('PEXPIRE', fence, redis.call('PTTL', ARGV[2 + i]) + ttl)
+  if i == of then
+    c = c + 2
+    of = tonumber(ARGV[c + 1])
   end
 end
 return failed
