@@ -149,7 +149,6 @@ type Election struct {
 	running bool
 	resign  chan struct{} // closed by Resign: the running campaign stops
 	term    *term         // the current term, if leading
-	stopped chan struct{} // closed when the running Run returns
 }
 
 // term is one leadership of this candidate.
@@ -327,7 +326,6 @@ func (e *Election) startRunning() (resign <-chan struct{}, err error) {
 	e.running = true
 	ch := make(chan struct{})
 	e.resign = ch
-	e.stopped = make(chan struct{})
 	return ch, nil
 }
 
@@ -336,7 +334,6 @@ func (e *Election) startRunning() (resign <-chan struct{}, err error) {
 func (e *Election) stopRunning() {
 	e.mu.Lock()
 	e.running = false
-	close(e.stopped)
 	e.mu.Unlock()
 }
 
@@ -507,9 +504,18 @@ func (e *Election) keepRecord(lctx context.Context, l *lease.Lease) {
 
 // release ends a term on the server: the record goes (while the lease still
 // holds the name, so a successor's record is never touched), then the
-// lease, whose release wakes the waiting candidates.
+// lease, whose release wakes the waiting candidates. A lost lease's release
+// is a courtesy: the server lets the name go by the lease's deadline, or
+// already has (it was deleted or taken over). So it waits no longer than
+// that deadline: OnStoppedLeading, and whatever a cut-off leader does after
+// its term, would otherwise wait out ReleaseTimeout on an unreachable
+// Redis (TestLostTermReleaseWaitsNoLongerThanItsDeadline).
 func (e *Election) release(l *lease.Lease, wrote bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), e.releaseTimeout())
+	timeout := e.releaseTimeout()
+	if l.Err() != nil {
+		timeout = min(timeout, time.Until(l.Deadline()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if wrote && l.Err() == nil {
 		_, _ = l.Exec(ctx, func(p redis.Pipeliner) error {

@@ -353,6 +353,70 @@ func TestCloseHandsOver(t *testing.T) {
 	}
 }
 
+// TestLostTermReleaseWaitsNoLongerThanItsDeadline: a leader cut off from
+// Redis (a black hole) on a client that heeds only deadlines
+// (ContextTimeoutEnabled) has OnStoppedLeading called soon after its
+// leading context ends with ErrLost, not after ReleaseTimeout (30s here):
+// the release of a lost lease is a courtesy, bounded by its deadline.
+func TestLostTermReleaseWaitsNoLongerThanItsDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	opts := srv.Options()
+	opts.Addr, opts.MaxRetries, opts.ContextTimeoutEnabled = proxy.Addr(), -1, true
+	// Only the contexts bound the round trips (a read timeout would end
+	// the release's wait at 3s).
+	opts.ReadTimeout, opts.WriteTimeout = time.Minute, time.Minute
+	cut := redis.NewClient(opts)
+	t.Cleanup(func() { cut.Close() })
+	m, err := lease.New(cut, lease.WithLogger(quiet), lease.WithOpTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	e, err := election.New(election.Config{Manager: m, Name: "report", Identity: "a",
+		TTL: 600 * time.Millisecond, ReleaseTimeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	started, lost, stopped := make(chan struct{}), make(chan error, 1), make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Run(ctx, election.Callbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				close(started)
+				<-lctx.Done()
+				lost <- context.Cause(lctx)
+			},
+			OnStoppedLeading: func() { close(stopped) },
+		})
+	}()
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not lead")
+	}
+	proxy.BlackHole(true)
+	cause := <-lost
+	lostAt := time.Now()
+	if !errors.Is(cause, lease.ErrLost) {
+		t.Errorf("cause %v, want ErrLost", cause)
+	}
+	select {
+	case <-stopped:
+		t.Logf("OnStoppedLeading %v after the loss", time.Since(lostAt))
+	case <-time.After(10 * time.Second): // ReleaseTimeout is 30s
+		t.Error("OnStoppedLeading was not called within 10s of the loss: the release waited past the lease's deadline")
+	}
+	proxy.BlackHole(false)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(40 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
+
 // TestCutOffLeaderStopsFirst: a leader cut off from Redis (a black hole, no
 // error ever comes back) stops leading by its lease's local deadline, before
 // the other candidate starts, which happens within the TTL.

@@ -34,8 +34,10 @@ with COMMAND's status; or with status 77 if, before resigning, it finds that
 another holder took the lease over. COMMAND is stopped by the lease's local
 deadline as in "tenure run" (SIGTERM --grace before it, SIGKILL just before
 it, with the same default and limit for --grace), and at once when leadership
-is lost; tenure then exits with status 77, and a supervisor restarting it makes
-it a candidate again. As with "tenure run", what COMMAND leaves in its group is
+is lost; tenure then exits with status 77, waiting for the release no later
+than the command's group is killed (as "tenure run" does: before another
+candidate could lead), and a supervisor restarting it makes it a candidate
+again. As with "tenure run", what COMMAND leaves in its group is
 killed when it exits; on Linux a guard stops the group by the last deadline
 tenure told it, or at once if tenure dies; and the terminal, SIGTSTP (Ctrl-Z)
 and a stopped COMMAND are handled as "tenure run --help" tells.
@@ -162,6 +164,10 @@ type elector struct {
 	sigs   *sigRouter
 	w      *leaseWatch
 	client *conns
+	// cutOff is set when a term ended in a loss: the lease was released
+	// (releaseLost reports an unanswered release) and the connections
+	// closed, so the election's own release is not reported.
+	cutOff bool
 }
 
 func (e *elector) run() error {
@@ -217,7 +223,7 @@ func (e *elector) campaign(el *election.Election, cancel context.CancelFunc) err
 		},
 	})
 	if ran {
-		if !e.w.releaseAnswered() {
+		if !e.cutOff && !e.w.releaseAnswered() {
 			reportUnanswered(e.stderr, e.name, releaseWithin(e.releaseTimeout), time.Duration(e.f.ttl))
 		}
 		return result
@@ -243,8 +249,22 @@ func (e *elector) lead(lctx context.Context) error {
 	}
 	// release --force is noticed at once; the listening ends before the
 	// election releases the lease, when this returns.
-	defer watchReleases(e.client, e.g.prefix, l, time.Duration(e.f.ttl), e.g.log)()
-	code, _, err := e.term(lctx, l, rec.Fence)
+	unwatch := watchReleases(e.client, e.g.prefix, l, time.Duration(e.f.ttl), e.g.log)
+	defer unwatch()
+	code, lost, err := e.term(lctx, l, rec.Fence)
+	if lost {
+		// The command is dead and the lease lost, or about to be for want
+		// of a renewal. As tenure run does, release it no later than the
+		// command's group is killed; then close the connections: nothing
+		// else still on its way to Redis (the record's refresh, the
+		// election's own release) can matter, and waiting for a reply
+		// that may never come would keep tenure running past the moment
+		// another candidate may lead (TestCutOffElectExitsFirst).
+		unwatch()
+		releaseLost(l, e.w, e.releaseTimeout, e.name, e.stderr)
+		e.cutOff = true
+		_ = e.client.Close()
+	}
 	if err != nil {
 		return err
 	}

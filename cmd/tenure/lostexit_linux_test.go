@@ -226,3 +226,49 @@ func TestSuperviseChecksFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestCutOffElectExitsFirst: the same for "tenure elect NAME -- COMMAND"
+// and "tenure elect NAME" (leading without a command): by the time a
+// client talking to Redis directly takes the election's lease on NAME,
+// the command's group is dead and tenure has exited 77.
+func TestCutOffElectExitsFirst(t *testing.T) {
+	t.Run("command", func(t *testing.T) {
+		pidFile := filepath.Join(t.TempDir(), "pids")
+		proxy := redistest.StartProxy(t, srv.Addr())
+		var stderr bytes.Buffer
+		a := tenure("--redis", "redis://"+proxy.Addr(), "elect", "--ttl", "2s", "cutoff-elect", "--", "sh", "-c", stubborn, "sh", pidFile)
+		a.Stderr = &stderr
+		pgid, pids := startStubborn(t, a, pidFile)
+		proxy.BlackHole(true)
+		l := takeOnceFree(t, "cutoff-elect", 30*time.Second)
+		t.Cleanup(func() { _ = l.Release(context.Background()) })
+		tenureAlive := alive(a.Process.Pid)
+		if live := liveInGroup(pgid); len(live) > 0 {
+			t.Errorf("the cut-off leader's group %d still had live processes when another client took its name: %v", pgid, live)
+		}
+		for _, pid := range pids {
+			if alive(pid) {
+				t.Errorf("process %d of the cut-off leader's command was alive when another client took its name", pid)
+			}
+		}
+		if tenureAlive {
+			t.Error("the cut-off tenure elect was still running when another client took its name")
+		}
+		if code := exitOf(t, a, 30*time.Second); code != exitLost {
+			t.Errorf("the cut-off leader exited %d, want %d; stderr: %s", code, exitLost, stderr.String())
+		}
+	})
+	t.Run("alone", func(t *testing.T) {
+		proxy := redistest.StartProxy(t, srv.Addr())
+		h := startHold(t, tenure("--redis", "redis://"+proxy.Addr(), "elect", "--ttl", "2s", "cutoff-elect-alone"))
+		proxy.BlackHole(true)
+		l := takeOnceFree(t, "cutoff-elect-alone", 30*time.Second)
+		t.Cleanup(func() { _ = l.Release(context.Background()) })
+		if alive(h.cmd.Process.Pid) {
+			t.Errorf("the cut-off leader was still running when another client took its name; stderr: %s", h.stderr.String())
+		}
+		if code := exitOf(t, h.cmd, 30*time.Second); code != exitLost {
+			t.Errorf("the cut-off leader exited %d, want %d; stderr: %s", code, exitLost, h.stderr.String())
+		}
+	})
+}
