@@ -36,8 +36,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // layoutAcquire is the one-key acquire: KEYS[1] the name's key, KEYS[2..3]
@@ -185,14 +183,11 @@ func layoutVariants() []layoutVariant {
 // runLayout measures every variant reps times, in a rotating order, on a
 // redis-server of its own, and writes layout.md to outDir.
 func runLayout(ctx context.Context, cfg runConfig, outDir string, reps int, d time.Duration) error {
-	srv, err := redistest.StartServer(redistest.Config{})
+	srv, err := startLoopbackServer()
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	if !strings.HasPrefix(srv.Addr(), "127.") {
-		return fmt.Errorf("refusing to benchmark a non-loopback server %s", srv.Addr())
-	}
 	vs := layoutVariants()
 	ls := make([]locker, len(vs))
 	for i, v := range vs {
@@ -243,12 +238,8 @@ func layoutReport(vs []layoutVariant, us [][]float64, reps int, d time.Duration)
 	fmt.Fprintf(&b, "Uncontended acquire + release of fresh names from 32 goroutines on one client, TTL 10s, %v a measurement, %d runs in a rotating order. Redis CPU is INFO cpu over the loop, and the ratio is taken within each run against redislock's (median, range).\n\n", d, reps)
 	b.WriteString("| variant | what it runs | Redis CPU µs/cycle (median) | ÷ redislock (range) |\n|---|---|---:|---:|\n")
 	for i, v := range vs {
-		var ratios []float64
-		for r := range us[i] {
-			ratios = append(ratios, us[i][r]/us[0][r])
-		}
-		lo, hi := minMax(ratios)
-		fmt.Fprintf(&b, "| %s | %s | %.1f | %.2f× (%.2f–%.2f) |\n", v.name, v.note, median(us[i]), median(ratios), lo, hi)
+		med, lo, hi := ratioSummary(us[i], us[0])
+		fmt.Fprintf(&b, "| %s | %s | %.1f | %.2f× (%.2f–%.2f) |\n", v.name, v.note, median(us[i]), med, lo, hi)
 	}
 	return b.String()
 }

@@ -6,6 +6,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +16,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // counter is a go-redis hook that counts commands and round trips (a
@@ -307,4 +310,19 @@ func lockerPair(addr string, g int, build func(*redis.Client) (locker, error)) (
 		ls[i], hooks[i] = l, h
 	}
 	return ls, hooks, done, nil
+}
+
+// startLoopbackServer starts a redis-server of the bench's own and refuses
+// one that is not on loopback: the bench never measures another machine's
+// server.
+func startLoopbackServer() (*redistest.Server, error) {
+	srv, err := redistest.StartServer(redistest.Config{})
+	if err != nil {
+		return nil, err
+	}
+	if !strings.HasPrefix(srv.Addr(), "127.") {
+		_ = srv.Stop()
+		return nil, fmt.Errorf("refusing to benchmark a non-loopback server %s", srv.Addr())
+	}
+	return srv, nil
 }

@@ -40,7 +40,6 @@ import (
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
-	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // floorTTLRenew is the TTL the scenario's leases are taken and renewed
@@ -120,14 +119,11 @@ type renewBench struct {
 }
 
 func runRenewFloor(ctx context.Context, cfg runConfig, outDir string, n, reps int, d time.Duration) error {
-	srv, err := redistest.StartServer(redistest.Config{})
+	srv, err := startLoopbackServer()
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	if !strings.HasPrefix(srv.Addr(), "127.") {
-		return fmt.Errorf("refusing to benchmark a non-loopback server %s", srv.Addr())
-	}
 	rb, err := newRenewBench(ctx, srv.Addr(), n)
 	if err != nil {
 		return err
@@ -268,12 +264,8 @@ func renewFloorReport(vs []renewVariant, us [][]float64, n, reps int, d time.Dur
 	fmt.Fprintf(&b, "%d leases on one server, each renewed round after round, a third of them fully (the fencing counter too) and the rest lightly each round, as the watchdog does at its default interval; %v a measurement, %d runs in a rotating order. Redis CPU is INFO cpu over the rounds ÷ renewals, and the ratio is taken within each run against tenure-per-item's (median, range).\n\n", n, d, reps)
 	b.WriteString("| variant | what it runs | Redis CPU µs/renewal (median) | ÷ tenure-per-item (range) |\n|---|---|---:|---:|\n")
 	for i, v := range vs {
-		var ratios []float64
-		for r := range us[i] {
-			ratios = append(ratios, us[i][r]/us[0][r])
-		}
-		lo, hi := minMax(ratios)
-		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f× (%.2f–%.2f) |\n", v.name, v.note, median(us[i]), median(ratios), lo, hi)
+		med, lo, hi := ratioSummary(us[i], us[0])
+		fmt.Fprintf(&b, "| %s | %s | %.2f | %.2f× (%.2f–%.2f) |\n", v.name, v.note, median(us[i]), med, lo, hi)
 	}
 	return b.String()
 }

@@ -36,7 +36,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/lease"
-	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 type scaleConfig struct {
@@ -83,14 +82,11 @@ func runScale(ctx context.Context, cfg runConfig, sc scaleConfig, outDir string)
 
 // scaleRenewCost is the renewal-cost part, with n leases.
 func scaleRenewCost(ctx context.Context, cfg runConfig, sc scaleConfig, n int, b *strings.Builder) error {
-	srv, err := redistest.StartServer(redistest.Config{})
+	srv, err := startLoopbackServer()
 	if err != nil {
 		return err
 	}
 	defer srv.Stop()
-	if !strings.HasPrefix(srv.Addr(), "127.") {
-		return fmt.Errorf("refusing to benchmark a non-loopback server %s", srv.Addr())
-	}
 	if sc.pin {
 		if err := pinTo(srv.Pid(), 0); err != nil {
 			return err

@@ -86,3 +86,14 @@ func minMax(xs []float64) (lo, hi float64) {
 	}
 	return lo, hi
 }
+
+// ratioSummary divides each run's figure in xs by the same run's in base
+// and returns the median ratio and its range.
+func ratioSummary(xs, base []float64) (med, lo, hi float64) {
+	ratios := make([]float64, 0, len(xs))
+	for r := range xs {
+		ratios = append(ratios, xs[r]/base[r])
+	}
+	lo, hi = minMax(ratios)
+	return median(ratios), lo, hi
+}

@@ -63,3 +63,10 @@ func TestMinMaxAndMedianOf(t *testing.T) {
 		t.Errorf("medianOf %v", got)
 	}
 }
+
+func TestRatioSummary(t *testing.T) {
+	med, lo, hi := ratioSummary([]float64{2, 6, 3}, []float64{1, 2, 2})
+	if med != 2 || lo != 1.5 || hi != 3 {
+		t.Errorf("ratioSummary = %v, %v, %v; want 2, 1.5, 3", med, lo, hi)
+	}
+}

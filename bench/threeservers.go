@@ -28,8 +28,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // spreadLocker sends each name to one of its lockers by a hash of the
@@ -60,16 +58,12 @@ type threeServers struct {
 func startThreeServers() (*threeServers, error) {
 	t := &threeServers{}
 	for i := range 4 {
-		srv, err := redistest.StartServer(redistest.Config{})
+		srv, err := startLoopbackServer()
 		if err != nil {
 			t.close()
 			return nil, err
 		}
 		t.stop = append(t.stop, srv.Stop)
-		if !strings.HasPrefix(srv.Addr(), "127.") {
-			t.close()
-			return nil, fmt.Errorf("refusing to benchmark a non-loopback server %s", srv.Addr())
-		}
 		admin, _ := newClient(srv.Addr(), 1)
 		t.stop = append([]func() error{admin.Close}, t.stop...)
 		if i == 0 {
@@ -173,12 +167,8 @@ func threeServersReport(impls []impl, us [][2][]float64, reps int, d time.Durati
 	fmt.Fprintf(&b, "Uncontended acquire + release of fresh names from 32 goroutines, %v a measurement, %d runs in a rotating order: on one server, and spread by a hash of the name over three independent servers (not cluster-enabled; one client and one locker per server). Redis CPU is INFO cpu of every server over the loop ÷ all cycles; the ratio is taken within each run (median, range).\n\n", d, reps)
 	b.WriteString("| implementation | Redis CPU µs/cycle, one server (median) | three servers, all together (median) | three ÷ one (range) |\n|---|---:|---:|---:|\n")
 	for i, im := range impls {
-		var ratios []float64
-		for r := range us[i][0] {
-			ratios = append(ratios, us[i][1][r]/us[i][0][r])
-		}
-		lo, hi := minMax(ratios)
-		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.2f× (%.2f–%.2f) |\n", im.Name, median(us[i][0]), median(us[i][1]), median(ratios), lo, hi)
+		med, lo, hi := ratioSummary(us[i][1], us[i][0])
+		fmt.Fprintf(&b, "| %s | %.1f | %.1f | %.2f× (%.2f–%.2f) |\n", im.Name, median(us[i][0]), median(us[i][1]), med, lo, hi)
 	}
 	return b.String()
 }

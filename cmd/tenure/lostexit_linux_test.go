@@ -82,29 +82,38 @@ func TestCutOffHoldExitsFirst(t *testing.T) {
 // and tenure has exited 77. Before the fix the group was dead, but tenure
 // still waited for its release (--release-timeout, 2s here).
 func TestCutOffRunExitsFirst(t *testing.T) {
+	cutOffCommandExitsFirst(t, "run", "cutoff-run")
+}
+
+// cutOffCommandExitsFirst runs "tenure SUB --ttl 2s NAME -- COMMAND" (a
+// command ignoring SIGTERM, with a grandchild) through a proxy, black-holes
+// the proxy, and takes NAME with a client connected directly: by then the
+// command's group must be dead and tenure gone, and tenure exits 77.
+func cutOffCommandExitsFirst(t *testing.T, sub, name string) {
+	t.Helper()
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	proxy := redistest.StartProxy(t, srv.Addr())
 	var stderr bytes.Buffer
-	a := tenure("--redis", "redis://"+proxy.Addr(), "run", "--ttl", "2s", "cutoff-run", "--", "sh", "-c", stubborn, "sh", pidFile)
+	a := tenure("--redis", "redis://"+proxy.Addr(), sub, "--ttl", "2s", name, "--", "sh", "-c", stubborn, "sh", pidFile)
 	a.Stderr = &stderr
 	pgid, pids := startStubborn(t, a, pidFile)
 	proxy.BlackHole(true)
-	l := takeOnceFree(t, "cutoff-run", 30*time.Second)
+	l := takeOnceFree(t, name, 30*time.Second)
 	t.Cleanup(func() { _ = l.Release(context.Background()) })
 	tenureAlive := alive(a.Process.Pid)
 	if live := liveInGroup(pgid); len(live) > 0 {
-		t.Errorf("the cut-off run's group %d still had live processes when another client took its name: %v", pgid, live)
+		t.Errorf("the cut-off %s's group %d still had live processes when another client took its name: %v", sub, pgid, live)
 	}
 	for _, pid := range pids {
 		if alive(pid) {
-			t.Errorf("process %d of the cut-off run's command was alive when another client took its name", pid)
+			t.Errorf("process %d of the cut-off %s's command was alive when another client took its name", pid, sub)
 		}
 	}
 	if tenureAlive {
-		t.Error("the cut-off tenure was still running when another client took its name")
+		t.Errorf("the cut-off tenure %s was still running when another client took its name", sub)
 	}
 	if code := exitOf(t, a, 30*time.Second); code != exitLost {
-		t.Errorf("the cut-off run exited %d, want %d; stderr: %s", code, exitLost, stderr.String())
+		t.Errorf("the cut-off %s exited %d, want %d; stderr: %s", sub, code, exitLost, stderr.String())
 	}
 }
 
@@ -232,32 +241,7 @@ func TestSuperviseChecksFirst(t *testing.T) {
 // client talking to Redis directly takes the election's lease on NAME,
 // the command's group is dead and tenure has exited 77.
 func TestCutOffElectExitsFirst(t *testing.T) {
-	t.Run("command", func(t *testing.T) {
-		pidFile := filepath.Join(t.TempDir(), "pids")
-		proxy := redistest.StartProxy(t, srv.Addr())
-		var stderr bytes.Buffer
-		a := tenure("--redis", "redis://"+proxy.Addr(), "elect", "--ttl", "2s", "cutoff-elect", "--", "sh", "-c", stubborn, "sh", pidFile)
-		a.Stderr = &stderr
-		pgid, pids := startStubborn(t, a, pidFile)
-		proxy.BlackHole(true)
-		l := takeOnceFree(t, "cutoff-elect", 30*time.Second)
-		t.Cleanup(func() { _ = l.Release(context.Background()) })
-		tenureAlive := alive(a.Process.Pid)
-		if live := liveInGroup(pgid); len(live) > 0 {
-			t.Errorf("the cut-off leader's group %d still had live processes when another client took its name: %v", pgid, live)
-		}
-		for _, pid := range pids {
-			if alive(pid) {
-				t.Errorf("process %d of the cut-off leader's command was alive when another client took its name", pid)
-			}
-		}
-		if tenureAlive {
-			t.Error("the cut-off tenure elect was still running when another client took its name")
-		}
-		if code := exitOf(t, a, 30*time.Second); code != exitLost {
-			t.Errorf("the cut-off leader exited %d, want %d; stderr: %s", code, exitLost, stderr.String())
-		}
-	})
+	t.Run("command", func(t *testing.T) { cutOffCommandExitsFirst(t, "elect", "cutoff-elect") })
 	t.Run("alone", func(t *testing.T) {
 		proxy := redistest.StartProxy(t, srv.Addr())
 		h := startHold(t, tenure("--redis", "redis://"+proxy.Addr(), "elect", "--ttl", "2s", "cutoff-elect-alone"))
