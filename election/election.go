@@ -492,7 +492,16 @@ func (e *Election) keepRecord(lctx context.Context, l *lease.Lease) {
 		case <-lctx.Done():
 			return
 		case <-tick.C:
-			ctx, cancel := context.WithTimeout(lctx, e.opTimeout())
+			// No later than the lease's local deadline, past which a
+			// refresh is of no use: one still waiting for its reply then
+			// would hold up the term's end, since a client with
+			// ContextTimeoutEnabled heeds the deadline, not lctx's
+			// cancellation.
+			until := time.Now().Add(e.opTimeout())
+			if dl := l.Deadline(); dl.Before(until) {
+				until = dl
+			}
+			ctx, cancel := context.WithDeadline(lctx, until)
 			_, _ = l.Exec(ctx, func(p redis.Pipeliner) error {
 				p.PExpire(ctx, e.keys.record, e.ttl)
 				return nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -413,6 +414,92 @@ func TestLostTermReleaseWaitsNoLongerThanItsDeadline(t *testing.T) {
 	select {
 	case <-done:
 	case <-time.After(40 * time.Second):
+		t.Fatal("Run did not return")
+	}
+}
+
+// guardHook reports, once armed, the deadline of every WATCH the client is
+// about to send: each Lease.Exec (the leader record's refresh, once the
+// record is written) begins with one.
+type guardHook struct {
+	armed     *atomic.Bool
+	deadlines chan time.Time
+}
+
+func (h guardHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (h guardHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, c redis.Cmder) error {
+		if h.armed.Load() && c.Name() == "watch" {
+			dl, _ := ctx.Deadline()
+			select {
+			case h.deadlines <- dl:
+			default:
+			}
+		}
+		return next(ctx, c)
+	}
+}
+func (h guardHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// TestRecordRefreshEndsByTheLeaseDeadline: a leader cut off from Redis
+// keeps refreshing its record, and each refresh is given no later than the
+// lease's local deadline as it stands when the refresh is sent: a refresh
+// still waiting after that, on a client that heeds only deadlines
+// (ContextTimeoutEnabled), would hold up the term's end and so
+// OnStoppedLeading. With a TTL of 6s a refresh is sent every 2s and given
+// min(5s, TTL): the first one after the cut, 2s into the term, would wait
+// until 7s, past the deadline of about 6s that the acquisition gave.
+func TestRecordRefreshEndsByTheLeaseDeadline(t *testing.T) {
+	srv := redistest.Start(t)
+	proxy := redistest.StartProxy(t, srv.Addr())
+	opts := srv.Options()
+	opts.Addr, opts.MaxRetries, opts.ContextTimeoutEnabled = proxy.Addr(), -1, true
+	cut := redis.NewClient(opts)
+	t.Cleanup(func() { cut.Close() })
+	hook := guardHook{armed: new(atomic.Bool), deadlines: make(chan time.Time, 1)}
+	cut.AddHook(hook)
+	m, err := lease.New(cut, lease.WithLogger(quiet), lease.WithOpTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = m.Close() })
+	e, err := election.New(election.Config{Manager: m, Name: "refresh", Identity: "a", TTL: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leases := make(chan *lease.Lease, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- e.Run(ctx, election.Callbacks{OnStartedLeading: func(lctx context.Context) {
+			l, _ := lease.FromContext(lctx)
+			leases <- l
+			<-lctx.Done()
+		}})
+	}()
+	var l *lease.Lease
+	select {
+	case l = <-leases:
+	case <-time.After(10 * time.Second):
+		t.Fatal("a did not lead")
+	}
+	proxy.BlackHole(true) // before the first renewal (2s): the deadline stays the acquisition's
+	hook.armed.Store(true)
+	select {
+	case dl := <-hook.deadlines:
+		if leaseDL := l.Deadline(); dl.IsZero() || dl.After(leaseDL) {
+			t.Errorf("a record refresh was given until %v, past the lease's local deadline %v", dl.Format(time.StampMilli), leaseDL.Format(time.StampMilli))
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no record refresh was sent")
+	}
+	proxy.BlackHole(false)
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
 		t.Fatal("Run did not return")
 	}
 }
