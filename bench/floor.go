@@ -27,7 +27,6 @@ import (
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
-	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // floorTTL is the TTL of every variant, as in scenario 1.
@@ -258,7 +257,7 @@ func (k *floorKit) acquire(c *redis.Client) (floorCycle, func() error, error) {
 
 func runFloor(ctx context.Context, cfg runConfig) ([]floorResult, error) {
 	// A server of its own: no keys, clients or expiries of other scenarios.
-	srv, err := redistest.StartServer(redistest.Config{})
+	srv, err := startLoopbackServer()
 	if err != nil {
 		return nil, err
 	}

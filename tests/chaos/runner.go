@@ -473,16 +473,23 @@ func (r *run) heartbeat(slack time.Duration) {
 	}
 }
 
+// enabled returns those of kinds that the run injects (-chaos.faults), in
+// the order given.
+func (r *run) enabled(kinds ...string) []string {
+	var on []string
+	for _, k := range kinds {
+		if r.faults[k] {
+			on = append(on, k)
+		}
+	}
+	return on
+}
+
 // serverFaults pauses the server, kills and restarts it, brings it back
 // with older data or fails over to a lagging replica, one fault at a time,
 // until the run ends.
 func (r *run) serverFaults(rng *rand.Rand) {
-	var kinds []string
-	for _, k := range []string{"pause", "restart", "oldrdb", "everysec", "promote"} {
-		if r.faults[k] {
-			kinds = append(kinds, k)
-		}
-	}
+	kinds := r.enabled("pause", "restart", "oldrdb", "everysec", "promote")
 	if len(kinds) == 0 {
 		return
 	}
@@ -657,12 +664,7 @@ func (r *run) promote(rng *rand.Rand) error {
 // clientFaults disturbs one client's proxy at a time, or asks a holder to
 // stall, until the run ends.
 func (r *run) clientFaults(rng *rand.Rand) {
-	var kinds []string
-	for _, k := range []string{"latency", "blackhole", "reset", "gcstall"} {
-		if r.faults[k] {
-			kinds = append(kinds, k)
-		}
-	}
+	kinds := r.enabled("latency", "blackhole", "reset", "gcstall")
 	if len(kinds) == 0 {
 		return
 	}

@@ -96,16 +96,7 @@ func NewClusterConfig(tb testing.TB, cfg Config, primaries, replicasPerPrimary i
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if tb.Failed() {
-			for _, s := range c.nodes {
-				tb.Logf("cluster node %s log tail:\n%s", s.Addr(), s.LogTail())
-			}
-		}
-		if err := c.Stop(); err != nil {
-			tb.Errorf("redistest: stopping cluster: %v", err)
-		}
-	})
+	cleanupGroup(tb, "cluster", c.Stop, c.nodes...)
 	return c
 }
 

@@ -120,16 +120,7 @@ func NewSentinelConfig(tb testing.TB, cfg Config, replicas, sentinels int) *Sent
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(func() {
-		if tb.Failed() {
-			for _, srv := range append(s.Servers(), s.sentinels...) {
-				tb.Logf("%s log tail:\n%s", srv.Addr(), srv.LogTail())
-			}
-		}
-		if err := s.Stop(); err != nil {
-			tb.Errorf("redistest: stopping sentinel group: %v", err)
-		}
-	})
+	cleanupGroup(tb, "sentinel group", s.Stop, append(s.Servers(), s.sentinels...)...)
 	return s
 }
 

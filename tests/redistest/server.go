@@ -226,12 +226,21 @@ func Start(tb testing.TB, cfgs ...Config) *Server {
 // cleanupServer registers s.Stop with tb, logging the server's log tail first
 // when the test failed, because the log lives in the temp dir Stop deletes.
 func cleanupServer(tb testing.TB, s *Server) {
+	cleanupGroup(tb, "redis-server "+s.Addr(), s.Stop, s)
+}
+
+// cleanupGroup registers stop (what stops a server, a Cluster or a Sentinel
+// group, named what) with tb, logging the log tail of each of servers first
+// when the test failed.
+func cleanupGroup(tb testing.TB, what string, stop func() error, servers ...*Server) {
 	tb.Cleanup(func() {
 		if tb.Failed() {
-			tb.Logf("redis-server %s log tail:\n%s", s.Addr(), s.LogTail())
+			for _, s := range servers {
+				tb.Logf("%s log tail:\n%s", s.Addr(), s.LogTail())
+			}
 		}
-		if err := s.Stop(); err != nil {
-			tb.Errorf("redistest: stopping %s: %v", s.Addr(), err)
+		if err := stop(); err != nil {
+			tb.Errorf("redistest: stopping %s: %v", what, err)
 		}
 	})
 }
