@@ -315,17 +315,22 @@ func validFailures(failed []int64, n int) bool {
 // nothing else that could be refused so. Any other failure (an outage, a
 // refusal) would fail renew.lua too.
 func batchUnsupported(err error) bool {
+	if err == nil {
+		return false
+	}
 	var reply redis.Error
-	return err != nil && errors.As(err, &reply) &&
-		strings.Contains(strings.ToLower(err.Error()), "wrong number of arg")
+	return errors.As(err, &reply) && strings.Contains(strings.ToLower(err.Error()), "wrong number of arg")
 }
 
 // nodeUnsupported reports whether a renew_node.lua call failed because the
 // server cannot run it: before Redis 7.0 a script's first line "#!lua" is
 // a syntax error, and flags are unknown.
 func nodeUnsupported(err error) bool {
+	if err == nil {
+		return false
+	}
 	var reply redis.Error
-	if err == nil || !errors.As(err, &reply) {
+	if !errors.As(err, &reply) {
 		return false
 	}
 	msg := err.Error()
@@ -333,11 +338,16 @@ func nodeUnsupported(err error) bool {
 }
 
 // transportFailure reports whether err is a failure to reach a server
-// rather than its reply (redis.Error) or the caller's context ending.
+// rather than its reply (redis.Error) or the caller's context ending. Every
+// acquire and release asks it, nearly always of nil: errors.As makes its
+// target escape, so it is declared only past that case, or each call would
+// allocate (TestErrorChecksOfNilAllocateNothing).
 func transportFailure(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
 	var reply redis.Error
-	return err != nil && !errors.As(err, &reply) &&
-		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	return !errors.As(err, &reply)
 }
 
 // reloadIfUnreachable reloads a Cluster client's slot map after err, a

@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,42 @@ func TestBatchUnsupported(t *testing.T) {
 		if got := batchUnsupported(c.err); got != c.want {
 			t.Errorf("batchUnsupported(%v) = %v, want %v", c.err, got, c.want)
 		}
+	}
+}
+
+// transportFailure tells a server out of reach from its reply and from the
+// caller's context ending.
+func TestTransportFailure(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
+		{fmt.Errorf("renew: %w", io.EOF), true},
+		{redis.ErrClosed, true},
+		{proto("MOVED 3999 127.0.0.1:6381"), false},
+		{proto("NOSCRIPT No matching script"), false},
+		{fmt.Errorf("acquire script: %w", context.Canceled), false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := transportFailure(c.err); got != c.want {
+			t.Errorf("transportFailure(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}
+
+// The checks an acquire, a release and a batch call make of their error
+// allocate nothing when it is nil, the common case (transportFailure once
+// cost every acquire and release an allocation).
+func TestErrorChecksOfNilAllocateNothing(t *testing.T) {
+	n := testing.AllocsPerRun(100, func() {
+		_ = transportFailure(nil)
+		_ = batchUnsupported(nil)
+		_ = nodeUnsupported(nil)
+	})
+	if n != 0 {
+		t.Errorf("%v allocations a call of nil, want 0", n)
 	}
 }
 
