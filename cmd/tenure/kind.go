@@ -50,9 +50,9 @@ func (t *target) reach(ctx context.Context, c redis.UniversalClient) error {
 		if kerr := t.askSeeds(ctx); kerr != nil {
 			return kerr
 		}
-		return err
+		return t.explainClosed(ctx, err)
 	case err != nil:
-		return err
+		return t.explainClosed(ctx, err)
 	case t.kind == kindServer:
 		return t.checkServer(ctx, c)
 	}
