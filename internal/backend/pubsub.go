@@ -2,7 +2,6 @@ package backend
 
 import (
 	_ "embed"
-	"errors"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -53,8 +52,8 @@ func PublishLua(sharded bool) string {
 // unknown command 'ssubscribe', with args beginning with: ...", the name
 // quoted otherwise by some versions).
 func UnknownCommand(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.Contains(strings.ToLower(re.Error()), "unknown command")
+	re, ok := replyOf(err)
+	return ok && strings.Contains(strings.ToLower(re.Error()), "unknown command")
 }
 
 // KeySlot is the Cluster hash slot of a key or a channel (slot.go): a

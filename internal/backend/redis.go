@@ -156,8 +156,8 @@ func (r *Redis) acquirePermit(ctx context.Context, req Request) (Acquisition, er
 // isRedisTooOld reports whether err is what a Redis older than 6.2 answers
 // to acquire.lua: SET's GET option is a syntax error there.
 func isRedisTooOld(err error) bool {
-	var re redis.Error
-	return errors.As(err, &re) && strings.Contains(re.Error(), "syntax error")
+	re, ok := replyOf(err)
+	return ok && strings.Contains(re.Error(), "syntax error")
 }
 
 // acquisition parses acquire.lua's reply: a lease's fence alone (an
@@ -433,8 +433,8 @@ func MaybeApplied(err error) bool {
 	if errors.As(err, &acks) {
 		return !acks.Undone
 	}
-	var reply redis.Error
-	return !errors.As(err, &reply)
+	_, reply := replyOf(err)
+	return !reply
 }
 
 // Guard runs the writes fn queues in one MULTI/EXEC transaction that Redis

@@ -315,22 +315,15 @@ func validFailures(failed []int64, n int) bool {
 // nothing else that could be refused so. Any other failure (an outage, a
 // refusal) would fail renew.lua too.
 func batchUnsupported(err error) bool {
-	if err == nil {
-		return false
-	}
-	var reply redis.Error
-	return errors.As(err, &reply) && strings.Contains(strings.ToLower(err.Error()), "wrong number of arg")
+	_, ok := replyOf(err)
+	return ok && strings.Contains(strings.ToLower(err.Error()), "wrong number of arg")
 }
 
 // nodeUnsupported reports whether a renew_node.lua call failed because the
 // server cannot run it: before Redis 7.0 a script's first line "#!lua" is
 // a syntax error, and flags are unknown.
 func nodeUnsupported(err error) bool {
-	if err == nil {
-		return false
-	}
-	var reply redis.Error
-	if !errors.As(err, &reply) {
+	if _, ok := replyOf(err); !ok {
 		return false
 	}
 	msg := err.Error()
@@ -338,16 +331,27 @@ func nodeUnsupported(err error) bool {
 }
 
 // transportFailure reports whether err is a failure to reach a server
-// rather than its reply (redis.Error) or the caller's context ending. Every
-// acquire and release asks it, nearly always of nil: errors.As makes its
-// target escape, so it is declared only past that case, or each call would
-// allocate (TestErrorChecksOfNilAllocateNothing).
+// rather than its reply (redis.Error) or the caller's context ending.
 func transportFailure(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return false
 	}
-	var reply redis.Error
-	return !errors.As(err, &reply)
+	_, reply := replyOf(err)
+	return !reply
+}
+
+// replyOf returns the server's error reply that err is or wraps, and
+// whether there is one. Every acquire and release asks (through
+// transportFailure), nearly always of nil: errors.As makes its target
+// escape, so the target is declared only past that case, or each call would
+// allocate (TestErrorChecksOfNilAllocateNothing).
+func replyOf(err error) (redis.Error, bool) {
+	if err == nil {
+		return nil, false
+	}
+	var re redis.Error
+	ok := errors.As(err, &re)
+	return re, ok
 }
 
 // reloadIfUnreachable reloads a Cluster client's slot map after err, a

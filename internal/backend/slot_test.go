@@ -87,6 +87,9 @@ func TestErrorChecksOfNilAllocateNothing(t *testing.T) {
 		_ = transportFailure(nil)
 		_ = batchUnsupported(nil)
 		_ = nodeUnsupported(nil)
+		_, _ = replyOf(nil)
+		_ = UnknownCommand(nil)
+		_ = isRedisTooOld(nil)
 	})
 	if n != 0 {
 		t.Errorf("%v allocations a call of nil, want 0", n)
