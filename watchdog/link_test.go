@@ -22,6 +22,9 @@ import (
 // silently (dead): whatever is sent on it is never answered.
 type link struct {
 	rtt time.Duration
+	// dialTrips is how many round trips a new connection costs before
+	// its first command (1 when 0: HELLO; 2 with CLIENT SETINFO).
+	dialTrips int
 
 	mu    sync.Mutex
 	idle  []*conn // connections in the pool
@@ -82,7 +85,7 @@ func (l *link) Renew(ctx context.Context, batch []watchdog.Renewal[string], errs
 // exchange is one call's round trips: HELLO on a new connection, EVALSHA,
 // and EVAL after a NOSCRIPT, which also loads the script.
 func (l *link) exchange(ctx context.Context, c *conn, dialed bool) error {
-	if dialed {
+	for range max(l.dialTrips, 1) * btoi(dialed) {
 		if err := l.roundTrip(ctx, c); err != nil {
 			return err
 		}
@@ -111,6 +114,22 @@ func (l *link) flush(dead bool) {
 		l.drops += len(l.idle)
 		l.idle = nil // a restart closes every connection
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// redial closes every pooled connection, the script cache kept: the next
+// calls dial again.
+func (l *link) redial() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.drops += len(l.idle)
+	l.idle = nil
 }
 
 func (l *link) stats() (dials, drops, calls int) {

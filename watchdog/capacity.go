@@ -1,0 +1,205 @@
+package watchdog
+
+import (
+	"math"
+	"runtime"
+	"sync/atomic"
+	"time"
+)
+
+// The load: whether the watchdog is behind, the one answer a caller acts on
+// (it refuses new leases while Behind is true) and the condition under
+// which the watchdog sheds a renewal (shed.go).
+//
+// Its contract: Behind is true on one of three facts, never on an
+// estimate of a link's speed alone. The first two say that the watchdog
+// itself cannot send what its leases call for (overloaded): only then does
+// it shed (shed.go). The third says that the server or the link is slow:
+// new leases wait, but nothing is shed, since every renewal sent may still
+// be answered in time.
+//
+//   - Demand over capacity. The renewals a second that the leases held call
+//     for (the sum of 1/interval, kept exactly as leases come and go) exceed
+//     three quarters of what Config.Parallel workers renew a second. A
+//     worker's rate is measured from its full batches; batches that shared
+//     their time with an acquisition storm (more leases added while the
+//     batch was out than a tenth of its size) measure the storm, not the
+//     renewals, and are used only until a batch without one has been
+//     measured: once the storm ends, the renewals get back what the
+//     acquisitions took.
+//   - A renewal kept waiting for a worker. A lease has waited unsent a
+//     third of the time between when it entered the ready list and its
+//     loss (at least minLate): a renewal that a server's stall delayed
+//     before it was ready is not late for the watchdog.
+//   - A renewal kept waiting for its answer: a batch unanswered a third of
+//     the time between when it was sent and its earliest loss. It ends
+//     with the answer: a lease whose answer came in time is never counted
+//     behind for that answer's delay.
+
+// load is the watchdog's share of state for Behind. The demand is guarded
+// by the watchdog's mutex; the rest is read without it.
+type load struct {
+	// demand is how many renewals a second the leases held call for,
+	// published in demandBits for Behind (float64 bits).
+	demand     float64
+	demandBits atomic.Uint64
+	// perWorker is how many renewals a second one worker sends when it
+	// has a full batch, a moving average over every such batch; quiet is
+	// the same over those batches that did not share their time with an
+	// acquisition storm. Float64 bits, 0 until measured.
+	perWorker atomic.Uint64
+	quiet     atomic.Uint64
+	// adds counts the leases ever added: a batch compares it before and
+	// after to see whether acquisitions competed with it.
+	adds atomic.Int64
+	// readyLateAt is when the most urgent lease waiting for a worker is
+	// late; inflightLateAt the same for each worker's batch in flight.
+	// Nanoseconds since base, never when none.
+	readyLateAt    atomic.Int64
+	inflightLateAt []atomic.Int64
+}
+
+func (l *load) init(workers int) {
+	l.readyLateAt.Store(never)
+	l.inflightLateAt = make([]atomic.Int64, workers)
+	for i := range l.inflightLateAt {
+		l.inflightLateAt[i].Store(never)
+	}
+}
+
+// minLate is the least lateness that counts as behind: a loaded machine
+// (a GC pause, a descheduled worker, the race detector) delays a renewal
+// by tens of milliseconds without Redis being short of anything, and
+// refusing leases for that would be a false alarm. A lease whose margin is
+// too short for it (a TTL under about 1.5 seconds) never counts.
+const minLate = 300 * time.Millisecond
+
+// maxLoad is the share of the renewals a second its workers can send
+// that the leases held may call for before the watchdog says it is
+// behind: the rest is the headroom that a burst of renewals, a GC pause
+// or a slower round trip eats without a held lease coming near its loss.
+const maxLoad = 0.75
+
+// quietShare is the most leases added while a batch was out, per lease of
+// the batch, for the batch to count as not competing with acquisitions.
+const quietShare = 0.1
+
+// lateAt is when a renewal that the watchdog became able to send at from
+// is late enough to say the watchdog is behind: a third of the way from
+// then to e's loss, and at least minLate.
+func lateAt[I any](e *Entry[I], from int64) int64 {
+	return from + max((e.lossAt-from)/3, int64(minLate))
+}
+
+// checkBehind, under w.mu, publishes when the most urgent lease waiting
+// for a worker is late.
+func (w *Watchdog[I]) checkBehind() {
+	at := int64(never)
+	if len(w.ready) > 0 {
+		e := w.ready[0]
+		at = lateAt(e, e.readyAt)
+	}
+	if w.load.readyLateAt.Load() != at {
+		w.load.readyLateAt.Store(at)
+	}
+}
+
+// Behind reports whether the watchdog is falling behind with its
+// renewals, or about to: the renewals its leases call for exceed three
+// quarters of what Config.Parallel workers renew a second (a process short
+// of CPU shows here before any lease is late), or a lease has waited
+// unsent for a worker, or unanswered in a batch, a third of the time
+// between when it was ready to go and its loss. Leases already held
+// should then come first: a caller refuses new leases while it lasts,
+// rather than add renewals that would push held leases past their
+// deadlines. It takes no lock.
+func (w *Watchdog[I]) Behind() bool {
+	now := w.now()
+	if w.overloaded(now) {
+		return true
+	}
+	at := int64(never)
+	for i := range w.load.inflightLateAt {
+		at = min(at, w.load.inflightLateAt[i].Load())
+	}
+	return now >= at
+}
+
+// overloaded reports whether the watchdog itself cannot send what its
+// leases call for: demand over capacity, or a renewal kept waiting for a
+// worker.
+func (w *Watchdog[I]) overloaded(now int64) bool {
+	if c := w.capacity(); c > 0 && math.Float64frombits(w.load.demandBits.Load()) > maxLoad*c {
+		return true
+	}
+	return now >= w.load.readyLateAt.Load()
+}
+
+// capacity is how many renewals a second the watchdog counts on: a
+// worker's measured rate (the quiet one once there is one) times
+// Config.Parallel. The workers overlap their round trips, but renewing is
+// CPU work too, and what one worker measured alone is not what several
+// get at once from a process short of CPU (see DefaultParallel). 0 while
+// nothing was measured.
+func (w *Watchdog[I]) capacity() float64 {
+	c := math.Float64frombits(w.load.quiet.Load())
+	if c == 0 {
+		c = math.Float64frombits(w.load.perWorker.Load())
+	}
+	return c * float64(w.cfg.Parallel)
+}
+
+// DefaultParallel is Config.Parallel's default for a watchdog of workers
+// workers: one worker per two of the process's cores (GOMAXPROCS), at
+// least one and at most workers. Renewing costs the process CPU (encoding,
+// decoding, the race detector's share), so workers only add capacity where
+// there are cores for them and for the work the leases guard: on two
+// cores, a run short of CPU that counted four workers admitted leases it
+// then lost, and counting one kept them (lease's TestOverloadShortOfCPU);
+// on ten, counting one refused new leases at 40,000 renewals a second
+// while Redis and the client had cores to spare (bench scenario 10).
+func DefaultParallel(workers int) int {
+	return max(1, min(workers, runtime.GOMAXPROCS(0)/2))
+}
+
+// addDemand, under w.mu, counts e's renewals in the demand (sign 1) or
+// takes them out (-1).
+func (w *Watchdog[I]) addDemand(e *Entry[I], sign float64) {
+	if !e.renew || e.interval <= 0 {
+		return
+	}
+	l := &w.load
+	l.demand = max(0, l.demand+sign*float64(time.Second)/float64(e.interval))
+	l.demandBits.Store(math.Float64bits(l.demand))
+}
+
+// measure counts one batch of n renewals that took d in the capacity, when
+// it was at least half full (a small batch says how fast the ready list
+// drains, not how fast a worker renews). added is how many leases were
+// added while it was out: a batch that shared its time with an acquisition
+// storm updates perWorker alone.
+func (w *Watchdog[I]) measure(n int, d time.Duration, added int64) {
+	if 2*n < w.cfg.BatchSize || d <= 0 {
+		return
+	}
+	rate := float64(n) / d.Seconds()
+	average(&w.load.perWorker, rate)
+	if float64(added) <= quietShare*float64(n) {
+		average(&w.load.quiet, rate)
+	}
+}
+
+// average moves the moving average kept in bits a quarter of the way to
+// rate (to rate itself, the first time).
+func average(bits *atomic.Uint64, rate float64) {
+	for {
+		old := bits.Load()
+		est := rate
+		if c := math.Float64frombits(old); c > 0 {
+			est = c + (rate-c)/4
+		}
+		if bits.CompareAndSwap(old, math.Float64bits(est)) {
+			return
+		}
+	}
+}
