@@ -96,7 +96,7 @@ func batchModeOf(c redis.UniversalClient) batchMode {
 func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
 	calls := r.renewCalls(ctx, items)
 	r.sendRenewals(ctx, r.reachable(ctx, calls))
-	var retry []int // items of batch calls the server could not run
+	var retry []int // items of batch calls the server could not run, or whose answer proves nothing
 	moved, unreachable := false, false
 	for _, c := range calls {
 		switch err := c.cmd.Err(); {
@@ -112,6 +112,9 @@ func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
 			continue
 		}
 		c.results(errs)
+		if c.node {
+			retry = append(retry, c.unproven(errs)...)
+		}
 		moved = moved || c.node && c.cmd.Err() == nil && slices.Contains(errs, errNotLocal)
 		if transportFailure(c.cmd.Err()) {
 			unreachable = true
@@ -291,6 +294,25 @@ func (c *renewCall) results(errs []error) {
 			errs[i] = ErrNotHeld
 		}
 	}
+}
+
+// unproven returns the items of a renew_node.lua call that it found free,
+// which proves nothing of them: while their slot migrates, the call may
+// have been redirected (ASK) to the importing node, which runs it under
+// ASKING and reads a key not yet moved there as missing, although the
+// source still holds it with its token. Only the first lease's key is
+// declared, so Redis's own checks (ASK, TRYAGAIN) cover it alone. Each is
+// renewed again by renew.lua, whose declared keys Redis routes and checks
+// as a migration requires: its answer decides (an item truly gone is
+// found so, one round trip later).
+func (c *renewCall) unproven(errs []error) []int {
+	var out []int
+	for _, i := range c.idx {
+		if errs[i] == ErrGone {
+			out = append(out, i)
+		}
+	}
+	return out
 }
 
 // validFailures reports whether failed is renew_leases.lua's answer for a

@@ -24,6 +24,10 @@
 --            this node does not serve its key (its slot moved since the
 --            caller looked: the outcome is unknown, and the caller tries
 --            again). An empty list: every lease was renewed.
+--          A -1 for a lease is no proof: while the slot migrates, a call
+--          redirected by ASK runs on the importing node, where a key not
+--          yet moved reads as missing. The caller confirms each with
+--          renew.lua, whose declared keys Redis checks (ASK, TRYAGAIN).
 -- Each lease is renewed as renew_leases.lua renews it: PEXPIRE ... GT (S8),
 -- a listed counter twice the TTL unless it has longer (PEXPIRE ... GT). pcall: GET of another kind,
 -- or of a key another node serves, is an error reply.
