@@ -177,6 +177,7 @@ func aloneFlags() *alone {
 	flag.IntVar(&a.sc.rounds, "scale-rounds", 3, "scenario 10: renewal rounds watched (before and after the kill)")
 	flag.DurationVar(&a.sc.retryFor, "scale-retry", 0, "scenario 10: how long the Cluster part tries a refused acquisition again (0: never)")
 	flag.BoolVar(&a.sc.pin, "scale-pin", false, "scenario 10: pin each redis-server to a core of its own with taskset (cores 0, 1, ...)")
+	flag.DurationVar(&scaleTTL, "scale-ttl", scaleTTL, "scenario 10: the TTL of every lease, renewed every third of it")
 	return a
 }
 
@@ -186,6 +187,10 @@ func (a *alone) chosen() bool { return a.layout || a.scale || a.renewFloor || a.
 func (a *alone) run(out string, quiet bool) {
 	cfg := configFor("full")
 	cfg.verbose = !quiet
+	if scaleTTL < 3*time.Millisecond {
+		fmt.Fprintf(os.Stderr, "bench: -scale-ttl %v: want at least 3ms (renewed every third of it)\n", scaleTTL)
+		os.Exit(2)
+	}
 	for _, f := range strings.Split(a.scaleRenew, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 0 {

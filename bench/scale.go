@@ -47,8 +47,9 @@ type scaleConfig struct {
 	retryFor      time.Duration // Cluster part: how long a refused acquisition is tried again
 }
 
-// scaleTTL is the TTL of every lease of the scenario, renewed every third.
-const scaleTTL = 10 * time.Second
+// scaleTTL is the TTL of every lease of the scenario, renewed every third
+// (-scale-ttl; 10s by default).
+var scaleTTL = 10 * time.Second
 
 // pinTo pins every thread of process pid to core cpu (taskset, from
 // util-linux).

@@ -140,7 +140,7 @@ func TestOverloadShortOfCPU(t *testing.T) {
 			}
 		})
 	}
-	var next atomic.Int64
+	var next, beforeRefusal atomic.Int64
 	var wg sync.WaitGroup
 	for range 32 {
 		wg.Go(func() {
@@ -148,7 +148,9 @@ func TestOverloadShortOfCPU(t *testing.T) {
 				l, err := m.TryAcquire(ctx, fmt.Sprint("held-", i))
 				switch {
 				case errors.Is(err, lease.ErrNotAcquired): // overloaded, or answered too late
-					refused.Add(1)
+					if refused.Add(1) == 1 {
+						beforeRefusal.Store(granted.Load())
+					}
 				case err != nil:
 					t.Errorf("filling: %v", err)
 					return
@@ -161,7 +163,7 @@ func TestOverloadShortOfCPU(t *testing.T) {
 	}
 	wg.Wait()
 	held := granted.Load()
-	t.Logf("filled: %d held, %d refused, %d lost", held, refused.Load(), lost.Load())
+	t.Logf("filled: %d held, %d refused, %d lost; %d held at the first refusal", held, refused.Load(), lost.Load(), beforeRefusal.Load())
 	granted.Store(0)
 	refused.Store(0)
 	stop := time.Now().Add(12 * time.Second)

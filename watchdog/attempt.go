@@ -128,7 +128,7 @@ func (w *Watchdog[I]) enlist(b *batch[I], e *Entry[I], now, wait int64) {
 	b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
 	b.limit = min(b.limit, e.lossAt)
 	b.hedgeAt = min(b.hedgeAt, now+max(int64(e.interval/2), wait))
-	b.lateAt = min(b.lateAt, lateAt(e, now))
+	b.lateAt = min(b.lateAt, lateAt(e, max(now, w.dueAt(e))))
 }
 
 // renew sends b, applies the results and tells the holders.
@@ -327,7 +327,7 @@ func (w *Watchdog[I]) settle(b *batch[I]) []*Entry[I] {
 			e.next = now + int64(w.retryDelay(e))
 			e.attempt = min(e.attempt+1, 30)
 		}
-		e.state = idle
+		e.state, e.idleAt = idle, now
 		w.requeue(e)
 	}
 	// A quicker answer, or the watchdog no longer behind, may let a

@@ -21,16 +21,23 @@ import (
 //   - Demand over capacity. The renewals a second that the leases held call
 //     for (the sum of 1/interval, kept exactly as leases come and go) exceed
 //     three quarters of what Config.Parallel workers renew a second. A
-//     worker's rate is measured from its full batches; batches that shared
-//     their time with an acquisition storm (more leases added while the
-//     batch was out than a tenth of its size) measure the storm, not the
-//     renewals, and are used only until a batch without one has been
-//     measured: once the storm ends, the renewals get back what the
-//     acquisitions took.
+//     worker's rate is measured from its full batches. Which batches count
+//     depends on what slows them. A batch that shared its time with an
+//     acquisition storm (more leases added while it was out than a tenth of
+//     its size) measures the storm, not the renewals: while the process
+//     has CPU to spare, the storm slows renewals only through the server,
+//     which the storm stops taking once the facts below refuse it, so only
+//     batches without one count, and before the first of them the
+//     capacity is unknown and only the facts below refuse. While the
+//     process is short of CPU (its goroutines wait to run: cpu.go), every
+//     batch counts: the acquisitions, admitted or refused, keep taking the
+//     CPU the renewals need, and a capacity measured without them would
+//     admit leases that the process then loses.
 //   - A renewal kept waiting for a worker. A lease has waited unsent a
-//     third of the time between when it entered the ready list and its
-//     loss (at least minLate): a renewal that a server's stall delayed
-//     before it was ready is not late for the watchdog.
+//     third of the time between when its renewal could first be sent (it
+//     fell due, or its previous attempt was answered after that) and its
+//     loss, at least minLate: a renewal that a server's stall delayed is
+//     not late for the watchdog, one that its own scheduler delayed is.
 //   - A renewal kept waiting for its answer: a batch unanswered a third of
 //     the time between when it was sent and its earliest loss. It ends
 //     with the answer: a lease whose answer came in time is never counted
@@ -52,6 +59,8 @@ type load struct {
 	// adds counts the leases ever added: a batch compares it before and
 	// after to see whether acquisitions competed with it.
 	adds atomic.Int64
+	// cpu says whether the process is short of CPU (cpu.go).
+	cpu cpuProbe
 	// readyLateAt is when the most urgent lease waiting for a worker is
 	// late; inflightLateAt the same for each worker's batch in flight.
 	// Nanoseconds since base, never when none.
@@ -136,17 +145,18 @@ func (w *Watchdog[I]) overloaded(now int64) bool {
 }
 
 // capacity is how many renewals a second the watchdog counts on: a
-// worker's measured rate (the quiet one once there is one) times
-// Config.Parallel. The workers overlap their round trips, but renewing is
-// CPU work too, and what one worker measured alone is not what several
-// get at once from a process short of CPU (see DefaultParallel). 0 while
-// nothing was measured.
+// worker's measured rate times Config.Parallel. The workers overlap their
+// round trips, but renewing is CPU work too, and what one worker measured
+// alone is not what several get at once from a process short of CPU (see
+// DefaultParallel). The rate is that of every batch while the process is
+// short of CPU, else that of the batches without an acquisition storm
+// (see the contract above); 0 while none was measured.
 func (w *Watchdog[I]) capacity() float64 {
-	c := math.Float64frombits(w.load.quiet.Load())
-	if c == 0 {
-		c = math.Float64frombits(w.load.perWorker.Load())
+	bits := &w.load.quiet
+	if w.load.cpu.short() {
+		bits = &w.load.perWorker
 	}
-	return c * float64(w.cfg.Parallel)
+	return math.Float64frombits(bits.Load()) * float64(w.cfg.Parallel)
 }
 
 // DefaultParallel is Config.Parallel's default for a watchdog of workers
@@ -177,12 +187,13 @@ func (w *Watchdog[I]) addDemand(e *Entry[I], sign float64) {
 // it was at least half full (a small batch says how fast the ready list
 // drains, not how fast a worker renews). added is how many leases were
 // added while it was out: a batch that shared its time with an acquisition
-// storm updates perWorker alone.
+// storm updates perWorker alone. It also has the CPU probe look again.
 func (w *Watchdog[I]) measure(n int, d time.Duration, added int64) {
 	if 2*n < w.cfg.BatchSize || d <= 0 {
 		return
 	}
 	rate := float64(n) / d.Seconds()
+	w.load.cpu.sample()
 	average(&w.load.perWorker, rate)
 	if float64(added) <= quietShare*float64(n) {
 		average(&w.load.quiet, rate)

@@ -51,7 +51,8 @@ type Entry[I any] struct {
 	lossAt   int64 // when the scheduler loses it: deadline minus the slack
 	next     int64 // next renewal attempt, nanoseconds since w.base; never when not renewing
 	attempt  uint8 // failed renewals in a row
-	readyAt  int64 // when it last entered the ready list
+	idleAt   int64 // when it last became idle: added, or its attempt settled
+	readyAt  int64 // when its renewal could first be sent: max(due, idleAt)
 	state    state
 	index    int // in w.queue; -1 when not queued
 	reason   error
@@ -181,7 +182,7 @@ func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
 		due = true
 		heap.Pop(&w.queue)
 		e.state = waiting
-		w.pushReady(e, now)
+		w.pushReady(e, max(w.dueAt(e), e.idleAt))
 		heap.Push(&w.queue, e) // keyed by its deadline while in flight
 	}
 	w.readmit(now)
@@ -189,7 +190,19 @@ func (w *Watchdog[I]) sweep(now int64, lost []*Entry[I]) []*Entry[I] {
 	return lost
 }
 
-// pushReady, under w.mu, puts e on the ready list as ready since at.
+// dueAt is when e's renewal falls due: an interval after the request that
+// last set its deadline was sent. A renewal sent earlier (the first ones
+// spread over their interval, or joining a batch due now) is not late
+// before then.
+func (w *Watchdog[I]) dueAt(e *Entry[I]) int64 {
+	return e.deadline - int64(e.ttl-w.cfg.Drift(e.ttl)) + int64(e.interval)
+}
+
+// pushReady, under w.mu, puts e on the ready list, its renewal ready to
+// be sent since at: the time it fell due, or, if its previous attempt was
+// answered after that, the answer. A renewal delayed by a server's stall
+// is thus not late for the watchdog, but one delayed by the watchdog's
+// own scheduler (a process short of CPU) is.
 func (w *Watchdog[I]) pushReady(e *Entry[I], at int64) {
 	e.readyAt = at
 	heap.Push(&w.ready, e)

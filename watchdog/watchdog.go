@@ -269,7 +269,7 @@ func (w *Watchdog[I]) Add(item I, ttl time.Duration, sent time.Time, interval ti
 	s := w.at(sent)
 	e.deadline, e.lossAt = math.MinInt64, math.MinInt64
 	w.moveDeadline(e, s, ttl)
-	e.fullAt = s
+	e.fullAt, e.idleAt = s, s
 	e.next = never
 	w.mu.Lock()
 	defer w.mu.Unlock()
