@@ -10,6 +10,7 @@ import (
 
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/bridge"
+	"github.com/tenure-go/tenure/watchdog"
 )
 
 // acquireConfig validates name and opts and returns the settings for one
@@ -112,8 +113,8 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 
 // tryOnce is TryAcquire's single attempt.
 func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireConfig, attempts *int) (*Lease, error) {
-	if m.wd.Behind() {
-		return nil, overloaded(req.Name, nil)
+	if r := m.wd.BehindReason(); r != watchdog.NotBehind {
+		return nil, overloaded(req.Name, r, nil)
 	}
 	*attempts++
 	req.Token = m.token(a)
@@ -122,12 +123,12 @@ func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireCon
 	case err != nil:
 		return nil, err
 	case l != nil && m.handOver(l):
-		if m.wd.Behind() {
+		if r := m.wd.BehindReason(); r != watchdog.NotBehind {
 			// Won while the watchdog fell behind (a process short of
 			// CPU answers late): held leases come first, and this one,
 			// answered late, would be the first lost.
 			m.giveBack(l)
-			return nil, overloaded(req.Name, nil)
+			return nil, overloaded(req.Name, r, nil)
 		}
 		return l, nil
 	case res.HeldLimit > 0:
@@ -159,8 +160,8 @@ func (w *wait) run(ctx context.Context) (*Lease, error) {
 		return nil, err
 	}
 	for {
-		if w.m.wd.Behind() {
-			if err := w.waitForCapacity(ctx); err != nil {
+		if r := w.m.wd.BehindReason(); r != watchdog.NotBehind {
+			if err := w.waitForCapacity(ctx, r); err != nil {
 				return nil, err
 			}
 			continue
@@ -365,17 +366,18 @@ func (w *wait) notAcquired(why error) error {
 }
 
 // waitForCapacity pauses a wait while the watchdog is behind with its
-// renewals (ErrOverloaded), for one step of the backoff policy.
-func (w *wait) waitForCapacity(ctx context.Context) error {
+// renewals (ErrOverloaded, for reason), for one step of the backoff
+// policy.
+func (w *wait) waitForCapacity(ctx context.Context, reason watchdog.Reason) error {
 	step, ok := w.nextStep()
 	if !ok {
-		return overloaded(w.req.Name, errBackOffStop)
+		return overloaded(w.req.Name, reason, errBackOffStop)
 	}
 	switch err := w.sleep(ctx, step, nil); {
 	case err == ErrClosed:
 		return err
 	case err != nil:
-		return overloaded(w.req.Name, err)
+		return overloaded(w.req.Name, reason, err)
 	}
 	return nil
 }
@@ -414,23 +416,26 @@ func (w *wait) sleep(ctx context.Context, step time.Duration, wake <-chan struct
 }
 
 // overloaded is the error of an acquire refused, or a wait ended (why),
-// while the watchdog was behind: it matches ErrNotAcquired and
-// ErrOverloaded.
-func overloaded(name string, why error) error {
+// while the watchdog was behind for reason: it matches ErrNotAcquired and
+// ErrOverloaded, and says which fact made the watchdog behind.
+func overloaded(name string, reason watchdog.Reason, why error) error {
 	if why == nil {
 		// Formatted only when printed: callers short of CPU refuse many
 		// of these a second (a TryAcquire loop), and the refusal must not
 		// take the CPU the held leases' renewals need.
-		return &overloadError{name: name}
+		return &overloadError{name: name, reason: reason}
 	}
-	return fmt.Errorf("%w: %q: %w: %w", ErrNotAcquired, name, bare(ErrOverloaded), why)
+	return fmt.Errorf("%w: %q: %w (%v): %w", ErrNotAcquired, name, bare(ErrOverloaded), reason, why)
 }
 
 // overloadError is TryAcquire's refusal while the watchdog is behind.
-type overloadError struct{ name string }
+type overloadError struct {
+	name   string
+	reason watchdog.Reason
+}
 
 func (e *overloadError) Error() string {
-	return fmt.Sprintf("%v: %q: %v", ErrNotAcquired, e.name, bare(ErrOverloaded))
+	return fmt.Sprintf("%v: %q: %v (%v)", ErrNotAcquired, e.name, bare(ErrOverloaded), e.reason)
 }
 
 // Is makes errors.Is find ErrNotAcquired and ErrOverloaded, as it does in

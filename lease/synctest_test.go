@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -248,6 +249,9 @@ func TestSyncOverloadRefusesNewLeases(t *testing.T) {
 		cancel()
 		if !errors.Is(err, ErrOverloaded) || !errors.Is(err, ErrNotAcquired) {
 			t.Fatalf("TryAcquire while behind: %v, want ErrOverloaded and ErrNotAcquired", err)
+		}
+		if !strings.Contains(err.Error(), "waited for") {
+			t.Fatalf("TryAcquire while behind: %q does not say which renewal waited", err)
 		}
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		_, err = m.Acquire(wctx, "new")

@@ -122,26 +122,69 @@ func (w *Watchdog[I]) checkBehind() {
 // should then come first: a caller refuses new leases while it lasts,
 // rather than add renewals that would push held leases past their
 // deadlines. It takes no lock.
-func (w *Watchdog[I]) Behind() bool {
+func (w *Watchdog[I]) Behind() bool { return w.BehindReason() != NotBehind }
+
+// A Reason says which fact makes the watchdog behind (Behind).
+type Reason uint8
+
+// The reasons, in the order BehindReason looks at them.
+const (
+	NotBehind Reason = iota
+	// DemandOverCapacity: the renewals called for exceed three quarters
+	// of the capacity measured.
+	DemandOverCapacity
+	// WaitingForWorker: a renewal waited unsent for a worker.
+	WaitingForWorker
+	// WaitingForAnswer: a batch went unanswered (a slow server or link).
+	WaitingForAnswer
+)
+
+// String says the reason in words, for an error or a log line.
+func (r Reason) String() string {
+	switch r {
+	case NotBehind:
+		return "not behind"
+	case DemandOverCapacity:
+		return "the renewals called for exceed three quarters of the capacity measured"
+	case WaitingForWorker:
+		return "a renewal waited for a worker"
+	case WaitingForAnswer:
+		return "a renewal waited for its answer"
+	}
+	return "unknown reason"
+}
+
+// BehindReason is Behind with the fact that holds: NotBehind when none
+// does. It takes no lock and allocates nothing.
+func (w *Watchdog[I]) BehindReason() Reason {
 	now := w.now()
-	if w.overloaded(now) {
-		return true
+	if r := w.overload(now); r != NotBehind {
+		return r
 	}
 	at := int64(never)
 	for i := range w.load.inflightLateAt {
 		at = min(at, w.load.inflightLateAt[i].Load())
 	}
-	return now >= at
+	if now >= at {
+		return WaitingForAnswer
+	}
+	return NotBehind
 }
 
 // overloaded reports whether the watchdog itself cannot send what its
 // leases call for: demand over capacity, or a renewal kept waiting for a
 // worker.
-func (w *Watchdog[I]) overloaded(now int64) bool {
+func (w *Watchdog[I]) overloaded(now int64) bool { return w.overload(now) != NotBehind }
+
+// overload is overloaded's reason.
+func (w *Watchdog[I]) overload(now int64) Reason {
 	if c := w.capacity(); c > 0 && math.Float64frombits(w.load.demandBits.Load()) > maxLoad*c {
-		return true
+		return DemandOverCapacity
 	}
-	return now >= w.load.readyLateAt.Load()
+	if now >= w.load.readyLateAt.Load() {
+		return WaitingForWorker
+	}
+	return NotBehind
 }
 
 // capacity is how many renewals a second the watchdog counts on: a

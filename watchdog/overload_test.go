@@ -76,8 +76,8 @@ func TestBehindRenewsNearestLossFirst(t *testing.T) {
 		// The 5s leases are lost at about 4.9s: within their 1s interval
 		// from 3.9s, and one call in half a second cannot send them all.
 		time.Sleep(3 * time.Second)
-		if !w.Behind() {
-			t.Fatalf("not behind with 5s leases waiting within an interval of their loss (sent %v)", g.order())
+		if r := w.BehindReason(); r != watchdog.WaitingForWorker {
+			t.Fatalf("BehindReason() = %v with 5s leases waiting for the one worker near their loss (sent %v)", r, g.order())
 		}
 		time.Sleep(20 * time.Second)
 		close(g.open)

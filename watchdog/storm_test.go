@@ -64,6 +64,9 @@ func TestStormIsNotTheRenewalsCapacity(t *testing.T) {
 				if got := w.Behind(); got != short {
 					t.Errorf("Behind() = %t at 1,800 renewals a second during a storm, want %t", got, short)
 				}
+				if r := w.BehindReason(); short && r != watchdog.DemandOverCapacity {
+					t.Errorf("BehindReason() = %v, want DemandOverCapacity", r)
+				}
 				r.storm.Store(false)
 				time.Sleep(5 * time.Second)
 				if l := lost.Load(); l > 0 {
