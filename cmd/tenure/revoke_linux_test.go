@@ -43,7 +43,7 @@ func TestReleaseForceKeepsS9(t *testing.T) {
 
 	code, stdout, stderr := result(t, tenure("release", "--force", "revoke-s9"))
 	if code != 0 || !strings.Contains(stdout, `revoked the lease on "revoke-s9"`) {
-		t.Fatalf("release --force: %d %s %s", code, stdout, stderr)
+		t.Errorf("release --force: %d %s %s", code, stdout, stderr)
 	}
 	if strings.Contains(stderr, "--now") {
 		t.Errorf("release --force without --now warned of an overlap: %s", stderr)
@@ -106,7 +106,7 @@ func TestReleaseForceCutOffHolder(t *testing.T) {
 	proxy.BlackHole(true)
 
 	if code, stdout, stderr := result(t, tenure("release", "--force", "revoke-cutoff")); code != 0 || !strings.Contains(stdout, "revoked") {
-		t.Fatalf("release --force: %d %s %s", code, stdout, stderr)
+		t.Errorf("release --force: %d %s %s", code, stdout, stderr)
 	}
 	code, stdout, stderr := result(t, tenure("status", "--json", "revoke-cutoff"))
 	if code != 0 || !strings.Contains(stdout, `"kind": "revoked"`) || !strings.Contains(stdout, `"revoked": "lease"`) {
