@@ -285,6 +285,8 @@ func (h holding) holders() string {
 // the holder identity when the lease carries one.
 func (h holding) who() string {
 	switch h.Kind {
+	case "":
+		return "another holder" // the read failed
 	case "free":
 		return "nobody any more (released meanwhile)"
 	case "lease":

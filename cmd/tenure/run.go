@@ -272,8 +272,9 @@ type runner struct {
 	sigs *sigRouter
 	w    *leaseWatch
 	how  acquirer
-	// whoHolds says who holds NAME, from one read of its keys.
-	whoHolds func(ctx context.Context) string
+	// whoHolds reads what holds NAME, in one read of its keys (kind ""
+	// when the read failed).
+	whoHolds func(ctx context.Context) holding
 	// unwatch stops watchReleases, once NAME is acquired.
 	unwatch func()
 	// client is the connection to Redis, for confirmRevoked.
@@ -316,14 +317,14 @@ func (r *runner) run() error {
 		opts = append(opts, lease.WithMetadata(r.o.metadata))
 	}
 	r.how = newAcquirer(m, r.name, r.o.permits, r.o.resize, r.o.shared, client.quorum(), opts)
-	r.whoHolds = func(ctx context.Context) string {
+	r.whoHolds = func(ctx context.Context) holding {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		hs, err := client.inspect(ctx, r.g.prefix, []string{r.name})
 		if err != nil {
-			return "another holder"
+			return holding{Name: r.name}
 		}
-		return hs[0].who()
+		return hs[0]
 	}
 
 	l, err := r.acquire(ctx, wctx)
