@@ -5,9 +5,13 @@ package main
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tenure-go/tenure/lease"
 )
 
 // TestSharedBehindWriterSays: a shared run that waits behind a waiting
@@ -49,4 +53,37 @@ func TestSharedBehindWriterSays(t *testing.T) {
 	}
 	w.stdin.Close()
 	exitOf(t, w.cmd, 30*time.Second)
+}
+
+// TestNoRenewalNewsAfterRelease: once a lease's release has started, -v
+// says nothing of its renewals: with Redis stopped, a renewal that failed
+// after the release had failed printed another "renewal failed;
+// retrying" line.
+func TestNoRenewalNewsAfterRelease(t *testing.T) {
+	var buf syncBuffer
+	w := newLeaseWatch(slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})), time.Minute)
+	m, err := lease.New(client(t), lease.WithLogger(quietLogger()), lease.WithTTL(time.Minute), lease.WithHooks(w.hooks()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "renewal-news")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.hooks()
+	h.Renewed(l, errors.New("dial tcp: connection refused"))
+	if !strings.Contains(buf.String(), "renewal failed") {
+		t.Fatalf("a failed renewal while held is not logged: %s", buf.String())
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	before := buf.String()
+	h.Renewed(l, errors.New("dial tcp: connection refused"))
+	h.Renewed(l, nil)
+	if after := buf.String(); after != before {
+		t.Errorf("renewals logged after the release:\n%s", strings.TrimPrefix(after, before))
+	}
 }

@@ -28,6 +28,10 @@ type leaseWatch struct {
 
 	mu   sync.Mutex
 	ends map[*lease.Lease]*leaseEnd
+	// releasing are the leases whose release has started: a renewal that
+	// ends after it (one in flight, or retried while Redis is down) is
+	// no news, and -v says nothing of it.
+	releasing map[*lease.Lease]bool
 	// revoked are the leases found revoked by "tenure release --force"
 	// (a confirmation found their token in the marker: releaseLost).
 	revoked map[*lease.Lease]bool
@@ -170,6 +174,12 @@ func (w *leaseWatch) hooks() lease.Hooks {
 				"waited", info.Waited.Round(time.Millisecond), "attempts", info.Attempts)
 		},
 		Renewed: func(l *lease.Lease, err error) {
+			w.mu.Lock()
+			released := w.releasing[l]
+			w.mu.Unlock()
+			if released {
+				return
+			}
 			left := time.Until(l.Deadline()).Round(time.Millisecond)
 			if err != nil {
 				w.mu.Lock()
@@ -187,6 +197,15 @@ func (w *leaseWatch) hooks() lease.Hooks {
 			default:
 			}
 			w.log.Debug("renewed", "name", l.Name(), "fence", l.Fence(), "deadline_in", left)
+		},
+		ReleaseStart: func(ctx context.Context, l *lease.Lease) context.Context {
+			w.mu.Lock()
+			if w.releasing == nil {
+				w.releasing = map[*lease.Lease]bool{}
+			}
+			w.releasing[l] = true
+			w.mu.Unlock()
+			return ctx
 		},
 		ReleaseDone: func(ctx context.Context, l *lease.Lease, err error) {
 			// The release's own context ran out (the election's bound, for
