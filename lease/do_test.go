@@ -3,6 +3,9 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"strconv"
 	"strings"
 	"testing"
@@ -124,4 +127,22 @@ func TestDoFenceFromContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDoDocSaysFence: Do's godoc says how fn gets the fence (it said
+// nothing; only FromContext's did).
+func TestDoDocSaysFence(t *testing.T) {
+	f, err := parser.ParseFile(token.NewFileSet(), "manager.go", nil, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok && fd.Name.Name == "Do" && fd.Recv != nil {
+			if doc := fd.Doc.Text(); !strings.Contains(doc, "lease.FromContext(ctx)") || !strings.Contains(doc, "l.Fence()") {
+				t.Errorf("Do's godoc does not say how fn gets the fence:\n%s", doc)
+			}
+			return
+		}
+	}
+	t.Fatal("no Manager.Do in manager.go")
 }
