@@ -31,11 +31,15 @@ type Manager struct {
 	client   redis.UniversalClient // New's; nil for NewQuorum's and leasetest's
 	quorum   bool                  // NewQuorum: no reentrant locks, no fair queue
 
-	mu      sync.Mutex
-	held    map[*Lease]struct{}
-	closed  bool
-	closing chan struct{} // closed by Close: wakes waiters
-	bg      background    // attempts in flight and clean-ups: Close waits for them
+	mu   sync.Mutex
+	held map[*Lease]struct{}
+	// heldNames counts m's held leases (not reentrant locks or permits)
+	// by name, so that a lease request that finds its name held can say
+	// that m itself holds it.
+	heldNames map[string]int
+	closed    bool
+	closing   chan struct{} // closed by Close: wakes waiters
+	bg        background    // attempts in flight and clean-ups: Close waits for them
 
 	// Losses are reported (logged) by a goroutine of their own, so that a
 	// slow log handler never delays the watchdog cancelling other leases:
@@ -108,6 +112,7 @@ func newManager(be backend.Backend, cfg config) *Manager {
 		layout:     backend.Layout{Prefix: cfg.prefix},
 		cfg:        cfg,
 		held:       make(map[*Lease]struct{}),
+		heldNames:  make(map[string]int),
 		closing:    make(chan struct{}),
 		losses:     make(chan lossReport, 1024),
 		stopReport: make(chan struct{}),
