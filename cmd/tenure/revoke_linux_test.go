@@ -100,7 +100,9 @@ func TestReleaseForceCutOffHolder(t *testing.T) {
 	pidFile, out := filepath.Join(dir, "pids"), filepath.Join(dir, "out")
 	proxy := redistest.StartProxy(t, srv.Addr())
 	var stderrA bytes.Buffer
-	a := tenure("--redis", "redis://"+proxy.Addr(), "run", "--ttl", "4s", "revoke-cutoff", "--", "sh", "-c", stubborn, "sh", pidFile)
+	// A TTL that leaves room: status must read the marker before it
+	// expires, two tenure commands after the cut, on a busy machine too.
+	a := tenure("--redis", "redis://"+proxy.Addr(), "run", "--ttl", "12s", "revoke-cutoff", "--", "sh", "-c", stubborn, "sh", pidFile)
 	a.Stderr = &stderrA
 	pgid, _ := startStubborn(t, a, pidFile)
 	proxy.BlackHole(true)
