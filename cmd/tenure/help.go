@@ -26,6 +26,7 @@ Commands, with an example of each:
 Flags of every command: --redis URL (default $REDIS_URL, else
 redis://127.0.0.1:6379), --redis-password-file, --tls-ca, --tls-cert,
 --tls-key, --prefix, -v; durations take a unit ("30s", "1m").
+A password in --redis is visible to every user of the machine: use $REDIS_URL.
 Topics: "tenure help flags" (those flags), "tenure help redis" (the forms of
 --redis, quorum mode, passwords, TLS), "tenure help exit-status".
 "tenure COMMAND --help" says everything of COMMAND.`
