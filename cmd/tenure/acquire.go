@@ -43,7 +43,7 @@ func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quo
 			kind:      "read lock",
 			held:      fmt.Sprintf("the read lock of %q", name),
 			acquiring: fmt.Sprintf("acquiring a read lock of %q (--shared)", name),
-			busy: func(h holding) string { return readerBusy(name, h) },
+			busy:      func(h holding) string { return readerBusy(name, h) },
 		}
 	}
 	take := func(ctx context.Context, wait bool) (*lease.Lease, error) {

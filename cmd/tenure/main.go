@@ -107,9 +107,9 @@ func execute(args []string, stdout, rawStderr io.Writer) int {
 func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}, stderr: &redactor{w: stderr}}
 	root := &cobra.Command{
-		Use:     "tenure",
-		Short:   "Run commands under auto-renewing leases on Redis, and inspect them",
-		Long:    rootLong,
+		Use:   "tenure",
+		Short: "Run commands under auto-renewing leases on Redis, and inspect them",
+		Long:  rootLong,
 		// cobra prints it for --version, with the template below.
 		Version:       versionText(),
 		SilenceErrors: true,
