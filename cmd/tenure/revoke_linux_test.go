@@ -117,6 +117,9 @@ func TestReleaseForceCutOffHolder(t *testing.T) {
 	if _, stdout, _ := result(t, tenure("status", "revoke-cutoff")); !strings.Contains(stdout, "revoked (a lease") {
 		t.Errorf("status does not say revoked: %s", stdout)
 	}
+	if code, _, stderr := result(t, tenure("status", "--check", "revoke-cutoff")); code != 0 {
+		t.Errorf("status --check of a revoked name: %d, want 0 (held): %s", code, stderr)
+	}
 	b := tenure("run", "--wait", "60s", "revoke-cutoff", "--", "sh", "-c", lookout, "sh", strconv.Itoa(pgid), out)
 	if code, _, stderr := result(t, b); code != 0 {
 		t.Fatalf("the second run exited %d: %s", code, stderr)
