@@ -161,3 +161,14 @@ func TestNotARedisServer(t *testing.T) {
 		t.Errorf("a silent server: status %d, want %d: %s", code, exitRedis, stderr)
 	}
 }
+
+// TestClusterSeedsRefuse: a Cluster whose seeds all refuse the connection
+// is said at once, each seed's refusal named, with one dial each (the
+// Cluster client's dial retries took most of a second); exit 69.
+func TestClusterSeedsRefuse(t *testing.T) {
+	code, _, stderr := result(t, on(nil, "--redis", "redis-cluster://127.0.0.1:1,127.0.0.1:2", "status", "x"))
+	if code != exitRedis || !strings.Contains(stderr, "every seed refused the connection: ") ||
+		!strings.Contains(stderr, "127.0.0.1:1: connect: connection refused") || !strings.Contains(stderr, "127.0.0.1:2: connect: connection refused") {
+		t.Errorf("status %d, want %d naming both refusals: %s", code, exitRedis, stderr)
+	}
+}

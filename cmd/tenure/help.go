@@ -76,7 +76,8 @@ redis-sentinel:// URL at a single server, a Sentinel URL without a master name
 or with one that the sentinels do not monitor (both name those they monitor),
 and an address where something else answers ("not a Redis server (it answered
 HTTP)"). A server that accepts the connection and never answers is "no reply
-in 5s: is this a Redis server?" (69). A refused connection is 69 at once.
+in 5s: is this a Redis server?" (69). A refused connection (every seed's, for
+a Cluster) is 69 at once.
 
 A Sentinel URL's user and password authenticate to the data nodes; the
 sentinels themselves are reached without a password. Over a Cluster, "list"

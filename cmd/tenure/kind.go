@@ -50,6 +50,13 @@ func (t *target) reach(ctx context.Context, c redis.UniversalClient) error {
 	}
 	start := time.Now()
 	accepted := false
+	if t.kind == kindCluster {
+		// As for one server (below): seeds that all refuse are said at
+		// once, without the client's dial retries.
+		if err := t.seedsRefuse(ctx); err != nil {
+			return err
+		}
+	}
 	if t.kind == kindServer {
 		// One plain dial first: a refused connection is said at once,
 		// where the client's own dial retries (go-redis's DialerRetries)
@@ -398,4 +405,34 @@ func (t *target) noMaster(ctx context.Context) error {
 	return wrongKind("%s://%s has no master name: the path must be the master name that the sentinels monitor, "+
 		"as in %s://%s/MASTER (%s)", t.scheme(kindSentinel), strings.Join(t.addrs, ","), t.scheme(kindSentinel),
 		strings.Join(t.addrs, ","), they)
+}
+
+// seedsRefuse dials every Cluster seed of t once, at once, and returns
+// their refusals joined when every one refused the connection; nil as soon
+// as one accepts, or when one fails otherwise (the client's PING then
+// tells what).
+func (t *target) seedsRefuse(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	errs := make(chan error, len(t.addrs))
+	for _, addr := range t.addrs {
+		go func() {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", addr)
+			if err == nil {
+				conn.Close()
+			}
+			errs <- err
+		}()
+	}
+	refused := &noAnswer{what: "every seed refused the connection"}
+	for range t.addrs {
+		err := <-errs
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil // the deferred cancel ends the other dials; errs is buffered
+		}
+		refused.msgs = append(refused.msgs, err.Error())
+		refused.errs = append(refused.errs, err)
+	}
+	return refused
 }
