@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -159,6 +160,16 @@ func TestReleaseForceLibraryHolder(t *testing.T) {
 	if _, err := m.TryAcquire(ctx, "revoke-lib"); !errors.Is(err, lease.ErrNotAcquired) {
 		t.Fatalf("a revoked name was acquired before its TTL ran out: %v", err)
 	}
+	// list and status --watch show it revoked too.
+	if _, stdout, _ := result(t, tenure("list", "revoke-lib")); !strings.Contains(stdout, "revoked") {
+		t.Errorf("list does not show the name revoked: %s", stdout)
+	}
+	wt := startWatching(t, tenure("status", "--watch", "revoke-lib"))
+	if line := wt.next(t); !strings.Contains(line, "revoked lease") {
+		t.Errorf("status --watch printed %q", line)
+	}
+	_ = wt.cmd.Process.Signal(syscall.SIGINT)
+	exitOf(t, wt.cmd, 30*time.Second)
 	if code, stdout, _ := result(t, tenure("release", "--force", "revoke-lib")); code != 0 || !strings.Contains(stdout, "already revoked") {
 		t.Errorf("release --force of a revoked name: %d %s", code, stdout)
 	}
