@@ -75,3 +75,24 @@ func TestReleaseForceNoticedAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestReleaseForceDeletesWithoutTTL: a key without a TTL, and a key of a
+// type tenure did not write, are deleted, not revoked: there is no
+// holder's TTL to wait out, and a marker without one would bar the name
+// for ever.
+func TestReleaseForceDeletesWithoutTTL(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	c.Set(ctx, "tenure:{forced-no-ttl}", "0123456789abcdef.ops/1", 0)
+	c.RPush(ctx, "tenure:{forced-list}", "x")
+	c.Expire(ctx, "tenure:{forced-list}", time.Minute)
+	for _, name := range []string{"forced-no-ttl", "forced-list"} {
+		code, out, stderr := result(t, tenure("release", "--force", name))
+		if code != 0 || !strings.Contains(out, "removed") || strings.Contains(out, "revoked") {
+			t.Errorf("release --force %s: %d %s %s", name, code, out, stderr)
+		}
+		if n := c.Exists(ctx, "tenure:{"+name+"}").Val(); n != 0 {
+			t.Errorf("release --force %s left the key", name)
+		}
+	}
+}
