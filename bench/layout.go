@@ -35,8 +35,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -249,7 +247,7 @@ func runLayout(ctx context.Context, cfg runConfig, outDir string, reps int, d ti
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(filepath.Join(outDir, "layout.md"), []byte(layoutReport(vs, us, reps, d)), 0o644)
+	return writeReport(outDir, "layout.md", layoutReport(vs, us, reps, d))
 }
 
 // layoutRuns returns, per variant, Redis CPU µs per cycle of each run.

@@ -201,6 +201,13 @@ func (a *alone) run(out string, quiet bool) {
 			a.sc.renewLeases = append(a.sc.renewLeases, n)
 		}
 	}
+	// -out DIR is made before the measuring, as a full run makes it
+	// (writeResults): a scenario that ran for minutes then failed to
+	// write its report for want of DIR.
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
 	var err error
 	switch {
 	case a.layout:
@@ -315,6 +322,15 @@ func run(cfg runConfig, outDir, only string) error {
 		return fmt.Errorf("safety property failed:\n  %s", strings.Join(res.Failures, "\n  "))
 	}
 	return nil
+}
+
+// writeReport writes a scenario's report, file, into outDir, which it
+// makes if it is missing.
+func writeReport(outDir, file, report string) error {
+	if err := os.MkdirAll(outDir, 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(outDir, file), []byte(report), 0o644)
 }
 
 // writeResults writes results.json, the plots and results.md.

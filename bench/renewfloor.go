@@ -29,8 +29,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -143,7 +141,7 @@ func runRenewFloor(ctx context.Context, cfg runConfig, outDir string, n, reps in
 			cfg.logf("  renew-floor run %d %-17s %5.2f µs Redis CPU/renewal", run, vs[i].name, v)
 		}
 	}
-	return os.WriteFile(filepath.Join(outDir, "renewfloor.md"), []byte(renewFloorReport(vs, us, n, reps, d)), 0o644)
+	return writeReport(outDir, "renewfloor.md", renewFloorReport(vs, us, n, reps, d))
 }
 
 // newRenewBench takes n leases with the library's acquire.lua and loads

@@ -23,9 +23,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"sort"
 	"strconv"
@@ -78,10 +76,7 @@ func runScale(ctx context.Context, cfg runConfig, sc scaleConfig, outDir string)
 		// What was measured before the failure is kept, with the failure.
 		fmt.Fprintf(&b, "\n**The run failed:** %v\n", err)
 	}
-	if merr := os.MkdirAll(outDir, 0o755); merr != nil {
-		return errors.Join(err, merr)
-	}
-	return errors.Join(err, os.WriteFile(filepath.Join(outDir, "scale.md"), []byte(b.String()), 0o644))
+	return errors.Join(err, writeReport(outDir, "scale.md", b.String()))
 }
 
 // scaleRenewCost is the renewal-cost part, with n leases.

@@ -20,8 +20,6 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -133,7 +131,7 @@ func runThreeServers(ctx context.Context, cfg runConfig, outDir string, reps int
 			cfg.logf("  three-servers run %d %-8s on %d server(s): %6.1f µs Redis CPU/cycle", run, impls[i].Name, len(deps[dep]), v)
 		}
 	}
-	return os.WriteFile(filepath.Join(outDir, "threeservers.md"), []byte(threeServersReport(impls, us, reps, d)), 0o644)
+	return writeReport(outDir, "threeservers.md", threeServersReport(impls, us, reps, d))
 }
 
 // threeCycle measures l's Redis CPU µs per cycle over d, summed over the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,8 +60,8 @@ var (
 )
 
 // Config configures an Election. Name is required, and a Manager or a
-// Client (or both); Manager and Identity are required by Run (an Election
-// without them can only observe: Leader and Observe).
+// Client (or both); a Manager is required by Run (an Election without one
+// can only observe: Leader and Observe).
 type Config struct {
 	// Manager holds the leadership lease; its watchdog renews it.
 	Manager *lease.Manager
@@ -81,7 +82,8 @@ type Config struct {
 	// Identity names this candidate in the leader record (a host name, a
 	// pod name): at most MaxIdentityLen bytes of UTF-8. Unlike the lease's
 	// token it is public, and need not be unique, but observers cannot
-	// tell apart candidates that share one.
+	// tell apart candidates that share one. Empty means DefaultIdentity():
+	// host/pid, as "tenure elect" names its candidates.
 	Identity string
 	// TTL is the leadership lease's TTL (default DefaultTTL): a leader
 	// that dies is replaced within it, and one cut off from Redis stops
@@ -195,6 +197,9 @@ func New(cfg Config) (*Election, error) {
 	if err := checkName(cfg.Name); err != nil {
 		return nil, err
 	}
+	if cfg.Identity == "" {
+		cfg.Identity = DefaultIdentity()
+	}
 	if len(cfg.Identity) > MaxIdentityLen {
 		return nil, fmt.Errorf("%w: Identity is %d bytes, over the %d-byte limit", ErrInvalidConfig, len(cfg.Identity), MaxIdentityLen)
 	}
@@ -244,6 +249,17 @@ func checkName(name string) error {
 
 // Name returns the name campaigned for.
 func (e *Election) Name() string { return e.cfg.Name }
+
+// DefaultIdentity is the identity of a candidate whose Config.Identity is
+// empty: the host name and the process id, "host/pid", as "tenure elect"
+// uses by default (and "localhost/pid" when the host name is unknown).
+func DefaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s/%d", host, os.Getpid())
+}
 
 // Identity returns this candidate's identity.
 func (e *Election) Identity() string { return e.cfg.Identity }
@@ -303,9 +319,6 @@ func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 func (e *Election) checkRun(cb Callbacks) error {
 	if e.cfg.Manager == nil {
 		return fmt.Errorf("%w: Run needs a Manager", ErrInvalidConfig)
-	}
-	if e.cfg.Identity == "" {
-		return fmt.Errorf("%w: Run needs an Identity", ErrInvalidConfig)
 	}
 	if cb.OnStartedLeading == nil {
 		return fmt.Errorf("%w: OnStartedLeading is nil", ErrInvalidConfig)

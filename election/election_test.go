@@ -3,7 +3,9 @@ package election_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -171,7 +173,6 @@ func TestConfigValidation(t *testing.T) {
 		cb   election.Callbacks
 	}{
 		{"no manager", election.Config{Client: client, Name: "n", Identity: "a"}, noop},
-		{"no identity", election.Config{Manager: m, Client: client, Name: "n"}, noop},
 		{"no OnStartedLeading", ok, election.Callbacks{}},
 	} {
 		e, err := election.New(tc.cfg)
@@ -581,4 +582,38 @@ func TestNoKeyOutlivesTheCandidates(t *testing.T) {
 	}
 
 	redistest.WaitNoKeys(t, client, ttl)
+}
+
+// TestIdentityDefaultsToHostPid: a candidate without an Identity is named
+// host/pid, as "tenure elect" names its candidates, and leads under it.
+// Run refused it ("Run needs an Identity").
+func TestIdentityDefaultsToHostPid(t *testing.T) {
+	srv := redistest.Start(t)
+	m, err := lease.New(srv.Client(t), lease.WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	e, err := election.New(election.Config{Manager: m, Name: "anon"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	want := fmt.Sprintf("%s/%d", host, os.Getpid())
+	if e.Identity() != want || election.DefaultIdentity() != want {
+		t.Errorf("Identity() = %q, DefaultIdentity() = %q, want %q", e.Identity(), election.DefaultIdentity(), want)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var rec election.Record
+	err = e.Run(ctx, election.Callbacks{OnStartedLeading: func(lctx context.Context) {
+		rec, _ = election.Leading(lctx)
+		cancel()
+	}})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
+	}
+	if rec.Identity != want {
+		t.Errorf("the leader record names %q, want %q", rec.Identity, want)
+	}
 }

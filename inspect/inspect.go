@@ -48,6 +48,12 @@ const (
 	// Permits: permits of a semaphore hold it, or the readers of a
 	// read-write lock: the server holds the same set for both.
 	Permits Kind = "permits"
+	// Revoked: "tenure release --force" revoked its holder, and the name
+	// stays barred to everyone until that holder confirms that its work
+	// is dead, or until the holder's TTL (Holding.TTL) runs out
+	// (docs/design.md, "A forced release"). Holding.Revoked says what was
+	// revoked, and Holding.Unconfirmed who has not confirmed yet.
+	Revoked Kind = "revoked"
 )
 
 // A Holding is what a name's keys said when they were read.
@@ -74,6 +80,12 @@ type Holding struct {
 	Waiting int64
 	// Leader is the elected leader, when the lease is an election's.
 	Leader *election.Record
+	// Revoked is, for a Revoked name, the kind that was revoked (Lease,
+	// Reentrant or Permits); Unconfirmed are the holder identities (a
+	// reentrant lock's owners) that have not confirmed yet ("" for a
+	// holder without one).
+	Revoked     Kind
+	Unconfirmed []string
 
 	// same is a short hash of the tokens (and owners) that make the hold
 	// this hold: see Same. The tokens themselves are not kept, so that
@@ -198,6 +210,20 @@ func (r reads) holding(name string, nowMS int64) Holding {
 		h.Kind = Lease
 		v := r.value.Val()
 		h.Holder, h.Metadata, h.same = lease.HolderOf(v), lease.MetadataOf(v), digest([]string{v})
+		if rv, ok := keys.ParseRevocation(v); ok {
+			h.Kind, h.Holder, h.Metadata = Revoked, "", ""
+			h.Revoked = map[string]Kind{"string": Lease, "hash": Reentrant, "zset": Permits}[rv.Kind]
+			for _, t := range rv.Tokens {
+				if h.Revoked == Reentrant {
+					h.Unconfirmed = append(h.Unconfirmed, t)
+				} else {
+					h.Unconfirmed = append(h.Unconfirmed, lease.HolderOf(t))
+				}
+			}
+			if h.Revoked == Lease && len(rv.Tokens) == 1 {
+				h.Holder, h.Metadata = lease.HolderOf(rv.Tokens[0]), lease.MetadataOf(rv.Tokens[0])
+			}
+		}
 	case "hash":
 		h.Kind = Reentrant
 		h.Owners = map[string]int64{}

@@ -188,3 +188,29 @@ func TestReadKPermits(t *testing.T) {
 		t.Fatalf("holding %+v, Held %d (fences %d, %d)", h, h.Held(), three.Fence(), one.Fence())
 	}
 }
+
+// A revocation marker ("tenure release --force", internal/keys) reads as
+// Revoked, with what it revoked, who has yet to confirm, and its TTL; the
+// tokens in it are never shown.
+func TestReadRevoked(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	ctx := context.Background()
+	raw.Set(ctx, "tenure:{gone}", "tenure-revoked\nstring\n0123abcd.host/9\x1ejob 7", time.Minute)
+	raw.Set(ctx, "tenure:{sem}", "tenure-revoked\nzset\naa.b/1\nbb.b/2", time.Minute)
+	hs, err := inspect.Read(ctx, raw, "", "gone", "sem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, s := hs[0], hs[1]
+	if g.Kind != inspect.Revoked || g.Revoked != inspect.Lease || g.Holder != "host/9" || g.Metadata != "job 7" ||
+		len(g.Unconfirmed) != 1 || g.Unconfirmed[0] != "host/9" || g.TTL <= 0 || g.TTL > time.Minute {
+		t.Errorf("a revoked lease: %+v", g)
+	}
+	if s.Kind != inspect.Revoked || s.Revoked != inspect.Permits || fmt.Sprint(s.Unconfirmed) != "[b/1 b/2]" || s.Holder != "" {
+		t.Errorf("revoked permits: %+v", s)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", hs), "0123abcd") {
+		t.Errorf("a token shows: %+v", hs)
+	}
+}

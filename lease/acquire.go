@@ -136,7 +136,7 @@ func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireCon
 	case res.Acquired:
 		return nil, fmt.Errorf("%w: %q: it was won, but answered too late to be used", ErrNotAcquired, req.Name)
 	}
-	return nil, fmt.Errorf("%w: %s", ErrNotAcquired, heldBy(req, res))
+	return nil, fmt.Errorf("%w: %s", ErrNotAcquired, heldBy(req, res, m.holdsLease(req)))
 }
 
 // limitMismatch is the error of a permit request refused because the
@@ -360,7 +360,10 @@ func (w *wait) pause(ctx context.Context, res backend.Acquisition) error {
 // free and how many it asked.
 func (w *wait) notAcquired(why error) error {
 	if w.held && !w.a.fair && w.req.Limit > 0 {
-		return fmt.Errorf("%w: %s: %w", ErrNotAcquired, heldBy(w.req, w.last), why)
+		return fmt.Errorf("%w: %s: %w", ErrNotAcquired, heldBy(w.req, w.last, false), why)
+	}
+	if w.held && !w.a.fair && (w.last.HeldByPermits || w.m.holdsLease(w.req)) {
+		return fmt.Errorf("%w: %s: %w", ErrNotAcquired, heldBy(w.req, w.last, w.m.holdsLease(w.req)), why)
 	}
 	return notAcquired(w.req.Name, w.held, w.a.fair, why)
 }
@@ -589,7 +592,22 @@ func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig
 		panic("lease: watchdog closed while the manager is open")
 	}
 	m.held[l] = struct{}{}
+	if l.owner == "" && !l.permit {
+		m.heldNames[l.name]++
+	}
 	return l, nil
+}
+
+// holdsLease reports whether m holds a lease (not a reentrant lock or a
+// permit) on req's name itself, for the error of a lease request that
+// found the name held.
+func (m *Manager) holdsLease(req backend.Request) bool {
+	if req.Limit > 0 || req.Owner != "" {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.heldNames[req.Name] > 0
 }
 
 // requestItem is what to release to undo a successful request nobody will

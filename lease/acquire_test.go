@@ -3,6 +3,8 @@ package lease_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -255,5 +257,44 @@ func TestContextBoundsCallsOnAClientThatIgnoresIt(t *testing.T) {
 	}
 	if raw.Exists(bg, "tenure:{job}:fence").Val() != 1 {
 		t.Fatal("the late acquire never ran: the test proved nothing")
+	}
+}
+
+// TestTryAcquireSaysSameManager: a lease request that finds its name held
+// by a lease of the same manager says so (a lease is not reentrant), and
+// no longer once that lease is released; another manager's is "another
+// holder". Both said "is held by another holder".
+func TestTryAcquireSaysSameManager(t *testing.T) {
+	srv := redistest.Start(t)
+	m := newManager(t, srv.Client(t))
+	other := newManager(t, srv.Client(t))
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.TryAcquire(ctx, "mine")
+	if !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), "held by this same manager") {
+		t.Errorf("TryAcquire from the holding manager: %v", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := m.Acquire(wctx, "mine"); !strings.Contains(fmt.Sprint(err), "held by this same manager") {
+		t.Errorf("Acquire from the holding manager, when its wait ends: %v", err)
+	}
+	_, err = other.TryAcquire(ctx, "mine")
+	if !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), "held by another holder") {
+		t.Errorf("TryAcquire from another manager: %v", err)
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := other.Acquire(ctx, "mine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l2.Release(ctx)
+	if _, err := m.TryAcquire(ctx, "mine"); strings.Contains(fmt.Sprint(err), "same manager") {
+		t.Errorf("after its release, the manager still says it holds the name: %v", err)
 	}
 }

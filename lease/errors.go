@@ -81,8 +81,18 @@ func notAcquired(name string, held, fair bool, why error) error {
 // beside how many were asked (the asker's own permits count as taken: it
 // may hold 2 of 3 itself), or that the free ones are promised to fair
 // waiters, or that another kind of holder has the name.
-func heldBy(req backend.Request, res backend.Acquisition) string {
+//
+// mine says that the manager that asked holds a lease on the name itself
+// (a lease is not reentrant: it waits for itself).
+func heldBy(req backend.Request, res backend.Acquisition, mine bool) string {
 	if req.Limit == 0 {
+		switch {
+		case mine:
+			return fmt.Sprintf("%q is held by this same manager (a lease on it that this manager acquired "+
+				"and has not released: a lease is not reentrant; package reentrant's locks are)", req.Name)
+		case res.HeldByPermits:
+			return fmt.Sprintf("%q is held by readers or permits (a read-write lock's readers, or a semaphore's permits)", req.Name)
+		}
 		return fmt.Sprintf("%q is held by another holder", req.Name)
 	}
 	k := max(req.Permits, 1)

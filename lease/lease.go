@@ -345,6 +345,11 @@ func (l *Lease) end(cause error) bool {
 	cancel(cause)
 	m := l.m
 	m.mu.Lock()
+	if _, ok := m.held[l]; ok && l.owner == "" && !l.permit {
+		if m.heldNames[l.name]--; m.heldNames[l.name] <= 0 {
+			delete(m.heldNames, l.name)
+		}
+	}
 	delete(m.held, l)
 	m.mu.Unlock()
 	if m.cfg.hooks.Ended != nil {

@@ -31,11 +31,15 @@ type Manager struct {
 	client   redis.UniversalClient // New's; nil for NewQuorum's and leasetest's
 	quorum   bool                  // NewQuorum: no reentrant locks, no fair queue
 
-	mu      sync.Mutex
-	held    map[*Lease]struct{}
-	closed  bool
-	closing chan struct{} // closed by Close: wakes waiters
-	bg      background    // attempts in flight and clean-ups: Close waits for them
+	mu   sync.Mutex
+	held map[*Lease]struct{}
+	// heldNames counts m's held leases (not reentrant locks or permits)
+	// by name, so that a lease request that finds its name held can say
+	// that m itself holds it.
+	heldNames map[string]int
+	closed    bool
+	closing   chan struct{} // closed by Close: wakes waiters
+	bg        background    // attempts in flight and clean-ups: Close waits for them
 
 	// Losses are reported (logged) by a goroutine of their own, so that a
 	// slow log handler never delays the watchdog cancelling other leases:
@@ -108,6 +112,7 @@ func newManager(be backend.Backend, cfg config) *Manager {
 		layout:     backend.Layout{Prefix: cfg.prefix},
 		cfg:        cfg,
 		held:       make(map[*Lease]struct{}),
+		heldNames:  make(map[string]int),
 		closing:    make(chan struct{}),
 		losses:     make(chan lossReport, 1024),
 		stopReport: make(chan struct{}),
@@ -227,7 +232,18 @@ func (m *Manager) logLosses(batch []lossReport) {
 // when ctx ends or the lease is lost; its cause tells which. Do returns fn's
 // error; when the lease ended before fn returned, or the release found it
 // deleted or taken over, the error also wraps ErrLost (or ErrClosed), even
-// if fn returned nil.
+// if fn returned nil; an fn that returns the cause itself
+// (context.Cause(ctx)) gets it said once.
+//
+// fn gets the lease, and so its fencing token, from its context:
+//
+//	err := m.Do(ctx, "report", func(ctx context.Context) error {
+//		l, _ := lease.FromContext(ctx) // always there under Do
+//		return store.Write(ctx, l.Fence(), data)
+//	})
+//
+// Pass the fence to whatever fn writes (docs/design.md, S5): it is what
+// keeps a write from a holder paused past its lease from being applied.
 func (m *Manager) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...AcquireOption) (err error) {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrInvalidOption)
@@ -284,9 +300,18 @@ func (m *Manager) runHeld(ctx context.Context, h held, fn func(ctx context.Conte
 			m.cfg.logger.Warn(h.logWhat, append(h.logArgs, "error", rerr)...)
 		}
 		if ended != nil {
-			if err != nil {
+			switch {
+			case err != nil && errors.Is(err, ended):
+				// fn returned why its context ended (context.Cause(ctx)),
+				// or wrapped it: it says the loss already. fn's error is
+				// kept, said once, with the hold named when it is the
+				// cause itself.
+				if err == ended {
+					err = fmt.Errorf("lease: %s ended before the work returned: %w", h.subject, bare(ended))
+				}
+			case err != nil:
 				err = fmt.Errorf("%w (and %s ended before it returned: %w)", err, h.which, ended)
-			} else {
+			default:
 				err = fmt.Errorf("lease: %s ended before the work returned: %w", h.subject, bare(ended))
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/lease/leasetest"
 	"github.com/tenure-go/tenure/rwlock"
 	"github.com/tenure-go/tenure/tests/redistest"
 )
@@ -307,4 +309,31 @@ func TestLossByPartition(t *testing.T) {
 		}
 		_ = got.Release(ctx)
 	}
+}
+
+// TestTryLockSaysReaders: a writer refused while readers hold the name is
+// told so, on a Redis server and on the in-memory one (lease/leasetest).
+// It said "is held by another holder".
+func TestTryLockSaysReaders(t *testing.T) {
+	check := func(t *testing.T, k *rwlock.Locker) {
+		ctx := context.Background()
+		r, err := k.TryRLock(ctx, "said")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Release(ctx)
+		_, err = k.TryLock(ctx, "said")
+		if !errors.Is(err, lease.ErrNotAcquired) || !strings.Contains(err.Error(), "held by readers") {
+			t.Errorf("TryLock beside a reader: %v", err)
+		}
+	}
+	t.Run("redis", func(t *testing.T) { check(t, newLocker(t, redistest.Start(t).Client(t))) })
+	t.Run("leasetest", func(t *testing.T) {
+		m, err := leasetest.NewServer().NewManager(lease.WithLogger(quiet))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close()
+		check(t, rwlock.New(m))
+	})
 }

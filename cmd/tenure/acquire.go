@@ -24,7 +24,7 @@ type acquirer struct {
 	// held names what is held ("the lease on "x""), busy says that NAME
 	// is held, from who holds it, and acquiring names the acquisition.
 	held, acquiring string
-	busy            func(who string) string
+	busy            func(h holding) string
 }
 
 func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quorum bool, opts []lease.AcquireOption) acquirer {
@@ -43,9 +43,7 @@ func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quo
 			kind:      "read lock",
 			held:      fmt.Sprintf("the read lock of %q", name),
 			acquiring: fmt.Sprintf("acquiring a read lock of %q (--shared)", name),
-			busy: func(who string) string {
-				return fmt.Sprintf("%q is held or awaited by a writer (%s)", name, who)
-			},
+			busy:      func(h holding) string { return readerBusy(name, h) },
 		}
 	}
 	take := func(ctx context.Context, wait bool) (*lease.Lease, error) {
@@ -69,7 +67,7 @@ func newAcquirer(m *lease.Manager, name string, permits int, resize, shared, quo
 		kind:      "lease",
 		held:      fmt.Sprintf("the lease on %q", name),
 		acquiring: fmt.Sprintf("acquiring %q", name),
-		busy:      func(who string) string { return fmt.Sprintf("%q is held by %s", name, who) },
+		busy:      func(h holding) string { return fmt.Sprintf("%q is held by %s", name, h.who()) },
 	}
 }
 
@@ -91,10 +89,29 @@ func permitAcquirer(m *lease.Manager, name string, permits int, resize bool, opt
 		kind:      "permit",
 		held:      fmt.Sprintf("the permit of %q", name),
 		acquiring: fmt.Sprintf("acquiring a permit of %q (-n %d)", name, permits),
-		busy: func(string) string {
+		busy: func(holding) string {
 			return fmt.Sprintf("%q has all %d permits held (or a lease or lock holds it)", name, permits)
 		},
 	}
+}
+
+// readerBusy says why a read lock (--shared) of name waits, from h: a
+// sentence that names who holds the name and who waits for it. Readers
+// never pass a waiting writer (writers first), so readers holding the
+// name keep a new reader out only while a writer waits behind them.
+func readerBusy(name string, h holding) string {
+	switch {
+	case h.Kind == "lease":
+		return fmt.Sprintf("a writer holds %q: %s", name, h.who())
+	case h.Kind == "permits" && h.Waiting > 0:
+		writers := "a writer waits"
+		if h.Waiting > 1 {
+			writers = fmt.Sprintf("%d writers wait", h.Waiting)
+		}
+		return fmt.Sprintf("%s for %q, held by %s; a new reader waits behind the writers (writers first), "+
+			"until they have come and gone", writers, name, h.who())
+	}
+	return fmt.Sprintf("%q is held by %s", name, h.who())
 }
 
 // acquire takes NAME as --wait says: one attempt first, then, if NAME is

@@ -59,7 +59,7 @@ func deployRound(t *testing.T, redisArgs, env []string, tag string, quorum bool)
 		t.Errorf("list:\n%s", out)
 	}
 	out = check(0, "release", "--force", tag+"-held")
-	if !strings.Contains(out, fmt.Sprintf("removed the lease on %q", tag+"-held")) {
+	if !strings.Contains(out, fmt.Sprintf("revoked the lease on %q", tag+"-held")) {
 		t.Errorf("release --force:\n%s", out)
 	}
 	if code := exitOf(t, holder, 60*time.Second); code != exitLost {

@@ -168,6 +168,8 @@ type elector struct {
 	// (releaseLost reports an unanswered release) and the connections
 	// closed, so the election's own release is not reported.
 	cutOff bool
+	// unwatch stops watchReleases for the term's lease.
+	unwatch func()
 }
 
 func (e *elector) run() error {
@@ -249,19 +251,18 @@ func (e *elector) lead(lctx context.Context) error {
 	}
 	// release --force is noticed at once; the listening ends before the
 	// election releases the lease, when this returns.
-	unwatch := watchReleases(e.client, e.g.prefix, l, time.Duration(e.f.ttl), e.g.log)
-	defer unwatch()
+	e.unwatch = watchReleases(e.client, e.g.prefix, l, time.Duration(e.f.ttl), e.g.log)
+	defer e.unwatch()
 	code, lost, err := e.term(lctx, l, rec.Fence)
 	if lost {
 		// The command is dead and the lease lost, or about to be for want
-		// of a renewal. As tenure run does, release it no later than the
-		// command's group is killed; then close the connections: nothing
-		// else still on its way to Redis (the record's refresh, the
-		// election's own release) can matter, and waiting for a reply
-		// that may never come would keep tenure running past the moment
-		// another candidate may lead (TestCutOffElectExitsFirst).
-		unwatch()
-		releaseLost(l, e.w, e.releaseTimeout, e.name, e.stderr)
+		// of a renewal. As tenure run does, term released it no later
+		// than the command's group is killed (e.releaseLost); now close
+		// the connections: nothing else still on its way to Redis (the
+		// record's refresh, the election's own release) can matter, and
+		// waiting for a reply that may never come would keep tenure
+		// running past the moment another candidate may lead
+		// (TestCutOffElectExitsFirst).
 		e.cutOff = true
 		_ = e.client.Close()
 	}
@@ -283,12 +284,13 @@ func (e *elector) term(lctx context.Context, l *lease.Lease, term int64) (code i
 	describe := func(cause error) string {
 		return fmt.Sprintf("leadership of %q (term %d) was lost: %s", e.name, term, e.w.why(l, cause))
 	}
-	code, cause, err := supervise(e.argv, env, e.sigs, hold{lctx, l.Deadline, e.w.renewals(), describe, e.w.renewErrorOf(l)},
+	code, cause, dead, err := supervise(e.argv, env, e.sigs, hold{lctx, l.Deadline, e.w.renewals(), describe, e.w.renewErrorOf(l)},
 		e.f.timing(), e.stderr)
 	switch {
 	case err != nil:
 		return 0, false, err
 	case cause != nil:
+		e.releaseLost(l, dead)
 		return 0, true, fail(e.f.lostExit, "leadership of %q (term %d) was lost %s: %s; %s",
 			e.name, term, lostWhen(cause), e.w.why(l, cause), lostDone(cause))
 	}
@@ -305,6 +307,7 @@ func (e *elector) leadAlone(l *lease.Lease, term int64) (code int, lost bool, er
 	if cause == nil {
 		return 0, false, nil
 	}
+	e.releaseLost(l, true)
 	return 0, true, fail(e.f.lostExit, "leadership of %q (term %d) was lost while held: %s", e.name, term, e.w.why(l, cause))
 }
 
@@ -336,12 +339,11 @@ func (e *elector) runQuorum(client *conns) error {
 		}
 		return e.g.redisFailure(fmt.Sprintf("campaigning for %q", e.name), err)
 	}
-	unwatch := watchReleases(client, e.g.prefix, l, time.Duration(e.f.ttl), e.g.log)
+	e.unwatch = watchReleases(client, e.g.prefix, l, time.Duration(e.f.ttl), e.g.log)
 	code, lost, err := e.term(l.Context(), l, l.Fence())
-	unwatch()
+	e.unwatch()
 	if lost {
-		releaseLost(l, e.w, e.releaseTimeout, e.name, e.stderr)
-		return err
+		return err // term released it (e.releaseLost)
 	}
 	rerr := release(l, e.releaseTimeout)
 	if !e.w.releaseAnswered() {
@@ -355,6 +357,19 @@ func (e *elector) runQuorum(client *conns) error {
 			"it was deleted, taken over or expired, so another candidate may have led meanwhile", e.name, l.Fence(), e.ended(code))
 	}
 	return status(code)
+}
+
+// releaseLost releases the term's lease l after a loss, or after a stop
+// for want of a renewal, once the listening for release --force ended;
+// dead says that nothing of the command runs any more, so that a
+// revocation may be confirmed (releaseLost, confirmRevoked).
+func (e *elector) releaseLost(l *lease.Lease, dead bool) {
+	e.unwatch()
+	var confirm func(context.Context) bool
+	if dead {
+		confirm = func(ctx context.Context) bool { return confirmRevoked(ctx, e.client, e.g.prefix, e.name, l.Token()) }
+	}
+	releaseLost(l, e.w, e.releaseTimeout, e.name, e.stderr, confirm)
 }
 
 // ended says what ended a term that ended by itself, for messages.

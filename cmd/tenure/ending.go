@@ -36,10 +36,15 @@ func (r *runner) release(l *lease.Lease) error {
 }
 
 // releaseLost releases l after a loss, or after a stop for want of a
-// renewal (r.releaseLost's function).
-func (r *runner) releaseLost(l *lease.Lease) {
+// renewal (r.releaseLost's function); dead says that nothing of the
+// command runs any more, so that a revocation may be confirmed.
+func (r *runner) releaseLost(l *lease.Lease, dead bool) {
 	r.unwatch()
-	releaseLost(l, r.w, r.releaseTimeout, r.name, r.stderr)
+	var confirm func(context.Context) bool
+	if dead {
+		confirm = func(ctx context.Context) bool { return confirmRevoked(ctx, r.client, r.g.prefix, r.name, l.Token()) }
+	}
+	releaseLost(l, r.w, r.releaseTimeout, r.name, r.stderr, confirm)
 }
 
 // releaseLost releases l after a loss, or after a stop for want of a
@@ -50,11 +55,19 @@ func (r *runner) releaseLost(l *lease.Lease) {
 // bounded by w.exitBy (when a hold gives NAME up, and a command's group
 // is killed) as well as by timeout (--release-timeout), and once that has
 // passed it ends the lease locally without a round trip.
-func releaseLost(l *lease.Lease, w *leaseWatch, timeout time.Duration, name string, stderr io.Writer) {
+//
+// confirm, when not nil (the holder's work is dead: no command, or its
+// group gone), then confirms a revocation by "tenure release --force"
+// within the same bound (confirmRevoked), so that the name is free at
+// once rather than at the old lease's TTL; w remembers that it was one.
+func releaseLost(l *lease.Lease, w *leaseWatch, timeout time.Duration, name string, stderr io.Writer, confirm func(context.Context) bool) {
 	bound := min(timeout, time.Until(w.exitBy(l)))
 	ctx, cancel := context.WithTimeout(context.Background(), bound)
 	defer cancel()
 	_ = l.Release(ctx)
+	if confirm != nil && bound > 0 && confirm(ctx) {
+		w.setRevoked(l)
+	}
 	if bound > 0 && !w.releaseAnswered() {
 		within := releaseWithin(timeout)
 		if bound < timeout {

@@ -4,12 +4,15 @@ package main
 // told each deadline over a pipe, and reporting the command's stops and exit.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"io"
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -346,4 +349,46 @@ func waitExited(pid int) {
 			return
 		}
 	}
+}
+
+// groupGone waits until no process of group pgid is alive (a zombie is
+// dead: an orphan may wait for a reaper that a container lacks), polling,
+// until at most until; it reports whether the group was seen gone.
+func groupGone(pgid int, until time.Time) bool {
+	for {
+		if !groupAlive(pgid) {
+			return true
+		}
+		if time.Now().After(until) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// groupAlive reports whether a process of group pgid is alive and not a
+// zombie, from /proc.
+func groupAlive(pgid int) bool {
+	if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+		return false
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	want := strconv.Itoa(pgid)
+	for _, p := range stats {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid pgrp ...: comm may hold spaces and
+		// parentheses, so the fields start after the last ')'.
+		i := bytes.LastIndexByte(data, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(string(data[i+1:]))
+		if len(f) >= 3 && f[2] == want && f[0] != "Z" && f[0] != "X" {
+			return true
+		}
+	}
+	return false
 }

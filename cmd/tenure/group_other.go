@@ -78,3 +78,18 @@ func (g *group) refused() bool { return false }
 
 // reap returns the command's status once exited is closed.
 func (g *group) reap() int { return g.code }
+
+// groupGone waits until group pgid has no process left (kill(-pgid, 0)
+// fails), polling, until at most until; it reports whether it was seen
+// gone. Zombies count as alive here: without /proc there is no telling.
+func groupGone(pgid int, until time.Time) bool {
+	for {
+		if syscall.Kill(-pgid, 0) == syscall.ESRCH {
+			return true
+		}
+		if time.Now().After(until) {
+			return false
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

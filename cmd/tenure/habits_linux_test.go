@@ -306,7 +306,7 @@ func TestReleaseForceNamesHolder(t *testing.T) {
 	exitOf(t, h.cmd, 30*time.Second)
 	p := startHold(t, tenure("run", "-n", "3", "--holder", "ops-8/1", "force-permit"))
 	code, out, _ = result(t, tenure("release", "--force", "force-permit"))
-	if code != 0 || !strings.Contains(out, `removed the permit of "force-permit"`) || !strings.Contains(out, "ops-8/1") {
+	if code != 0 || !strings.Contains(out, `revoked the permit of "force-permit"`) || !strings.Contains(out, "ops-8/1") {
 		t.Errorf("release --force of one permit: %d %q", code, out)
 	}
 	p.stdin.Close()

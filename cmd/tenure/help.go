@@ -9,26 +9,43 @@ package main
 
 import "github.com/spf13/cobra"
 
+// rootLong is the whole of "tenure --help": it fits an 80x24 terminal,
+// so cobra's command list and flag table (whose --redis line alone was
+// 246 columns) give way to one example of each command, the shared flags
+// by name, and the topics that hold the details ("tenure help flags").
 const rootLong = `tenure runs a command while it holds an auto-renewing lease on Redis, one at a
 time or N at once across hosts, and stops it before the lease could expire; it
-elects leaders, and shows and releases what is held. Redis comes from --redis or
-$REDIS_URL, default redis://127.0.0.1:6379 (see "tenure help redis"); durations
-take a unit ("30s", "1m"); "tenure help exit-status" lists the exit statuses.`
+elects leaders, and shows and releases what is held.
 
-const rootExample = `  tenure run nightly-report ./report.sh    # run it while holding the lease
-  tenure elect scheduler ./scheduler       # run it only while this process leads
-  tenure status nightly-report             # who holds it, for how long, its fence
-  tenure list 'report-*'                   # every held name that matches
-  tenure release --force nightly-report    # take it from its holder (operators)
-  tenure completion bash                   # a completion script (needs bash-completion)
-  tenure version                           # the version, commit and Go`
+Usage:
+  tenure COMMAND [flags] NAME ...
+
+Commands, with an example of each:
+` + rootExample + `
+
+Flags of every command: --redis URL (default $REDIS_URL, else
+redis://127.0.0.1:6379), --redis-password-file, --tls-ca, --tls-cert,
+--tls-key, --prefix, -v; durations take a unit ("30s", "1m").
+A password in --redis is visible to every user of the machine: use $REDIS_URL.
+Topics: "tenure help flags" (those flags), "tenure help redis" (the forms of
+--redis, quorum mode, passwords, TLS), "tenure help exit-status".
+"tenure COMMAND --help" says everything of COMMAND.`
+
+const rootExample = `  tenure run nightly-report ./report.sh   run it while holding the lease
+  tenure elect scheduler ./scheduler      run it only while this process leads
+  tenure status nightly-report            who holds it, for how long, its fence
+  tenure list 'report-*'                  every held name that matches
+  tenure release --force nightly-report   take it from its holder (operators)
+  tenure completion bash                  a shell completion script
+  tenure version                          the version, commit and Go`
 
 // helpTemplate puts a command's usage, examples and flags first, right
 // after its one-line summary, and its long description after them: the
 // description of run is a long reference, which pushed "Usage:" off the
-// first screen. The root (whose description is short) and the help
-// topics (which have no usage) keep cobra's order.
-const helpTemplate = `{{if and .HasParent (or .Runnable .HasSubCommands)}}{{.Short | trimTrailingWhitespaces}}
+// first screen. The help topics (which have no usage) keep cobra's order;
+// the root's help is its description alone (rootLong).
+const helpTemplate = `{{if not .HasParent}}{{.Long | trimTrailingWhitespaces}}
+{{else if or .Runnable .HasSubCommands}}{{.Short | trimTrailingWhitespaces}}
 
 {{.UsageString}}{{with .Long}}
 {{. | trimTrailingWhitespaces}}
@@ -38,8 +55,11 @@ const helpTemplate = `{{if and .HasParent (or .Runnable .HasSubCommands)}}{{.Sho
 
 // helpTopics are "tenure help redis" and "tenure help exit-status":
 // commands without a Run, which cobra lists as additional help topics.
-func helpTopics() []*cobra.Command {
+func helpTopics(root *cobra.Command) []*cobra.Command {
 	return []*cobra.Command{
+		{Use: "flags", Short: "The flags every command takes", Long: "The flags every command takes:\n\n" +
+			root.PersistentFlags().FlagUsagesWrapped(80) + "\n" +
+			"run and elect take more, and so do the others: \"tenure COMMAND --help\"."},
 		{Use: "redis", Short: "How tenure reaches Redis: --redis and its forms, quorum mode, passwords, TLS", Long: redisHelp},
 		{Use: "exit-status", Short: "The exit statuses of every command", Long: exitStatusHelp},
 	}
@@ -52,8 +72,12 @@ const redisHelp = `Redis comes from --redis or $REDIS_URL; the default is redis:
 A URL of the wrong kind for what it reaches is a usage error (2) that says
 which URL to use: a plain redis:// URL at a Cluster node (only the names whose
 slots that node serves would work) or at a sentinel, a redis-cluster:// or
-redis-sentinel:// URL at a single server, and a Sentinel master name that the
-sentinels do not monitor.
+redis-sentinel:// URL at a single server, a Sentinel URL without a master name
+or with one that the sentinels do not monitor (both name those they monitor),
+and an address where something else answers ("not a Redis server (it answered
+HTTP)"). A server that accepts the connection and never answers is "no reply
+in 5s: is this a Redis server?" (69). A refused connection (every seed's, for
+a Cluster) is 69 at once.
 
 A Sentinel URL's user and password authenticate to the data nodes; the
 sentinels themselves are reached without a password. Over a Cluster, "list"
@@ -64,7 +88,7 @@ independent primaries, and a lease is held when a majority of them hold it
 (lease.NewQuorum, the Redlock algorithm). "status" and "list" read every node and
 show the majority's view (a name is held when a majority holds the same lease;
 its fence is the largest among them, its TTL the shortest), and status shows
-each node's own view too; "release --force" deletes on every node and succeeds
+each node's own view too; "release --force" revokes on every node and succeeds
 when a majority answered; "elect" and "run -n" are refused (quorum mode has no
 leader record and no semaphore). $REDIS_URL names one deployment only.
 
@@ -102,8 +126,9 @@ status, list and release:
 // usageStatus is status 2's line, in every table.
 const usageStatus = `  2                     usage error: bad flags or arguments; among them a --redis
                         URL of the wrong kind for what it reaches (a Cluster node
-                        or a sentinel given as redis://), and a Sentinel master
-                        name that the sentinels do not monitor
+                        or a sentinel given as redis://, something that is not
+                        Redis, such as an HTTP server), and a Sentinel master
+                        name that is missing or that the sentinels do not monitor
 `
 
 // refusedStatus is status 78's line, in every table.

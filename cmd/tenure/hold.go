@@ -75,7 +75,7 @@ func holdUntil(ctx context.Context, l *lease.Lease, renewed <-chan struct{}, mar
 // holdLost ends a hold whose lease was lost, or is about to be for want
 // of a renewal (errNearDeadline), with --lost-exit.
 func (r *runner) holdLost(l *lease.Lease, cause error) error {
-	r.releaseLost(l)
+	r.releaseLost(l, true)
 	return fail(r.o.f.lostExit, "%s was lost while held: %s", r.how.held, r.w.why(l, cause))
 }
 

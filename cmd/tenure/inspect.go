@@ -59,6 +59,13 @@ type holding struct {
 	// permits, N for a free name, 0 for a name a lease or lock holds.
 	Limit int  `json:"limit,omitempty"`
 	Free  *int `json:"free,omitempty"`
+	// Revoked is, for kind "revoked" (release --force revoked the
+	// holder), the kind that was revoked: "lease", "reentrant" or
+	// "permits"; Unconfirmed the holders that have not confirmed yet that
+	// their work is dead. The name is free when the last confirms, or
+	// when TTLms runs out.
+	Revoked     string   `json:"revoked,omitempty"`
+	Unconfirmed []string `json:"unconfirmed,omitempty"`
 	// Nodes are each quorum node's own view (quorum.go), in quorum mode.
 	Nodes []nodeView `json:"nodes,omitempty"`
 	// id tells holds apart without their tokens (inspect.Holding.ID):
@@ -110,7 +117,8 @@ func inspect(ctx context.Context, c redis.UniversalClient, prefix string, names 
 	out := make([]holding, len(hs))
 	for i, v := range hs {
 		h := holding{Name: v.Name, Kind: string(v.Kind), Fence: v.Fence, Waiting: v.Waiting, Holder: v.Holder,
-			Metadata: v.Metadata, Owners: v.Owners, Leader: v.Leader, N: v.N, id: v.ID()}
+			Metadata: v.Metadata, Owners: v.Owners, Leader: v.Leader, N: v.N, id: v.ID(),
+			Revoked: string(v.Revoked), Unconfirmed: v.Unconfirmed}
 		if v.Kind != tenureinspect.Free {
 			h.TTLms = -1
 			if v.TTL >= 0 {
@@ -134,10 +142,47 @@ func inspect(ctx context.Context, c redis.UniversalClient, prefix string, names 
 
 // kindText is the kind as status and list print it.
 func (h holding) kindText() string {
-	if h.Kind == "permits" {
+	switch h.Kind {
+	case "permits":
 		return permitsKind
+	case "revoked":
+		return fmt.Sprintf("revoked (%s): barred until %s, or its ttl runs out", h.revokedWhat(), h.confirmer())
 	}
 	return h.Kind
+}
+
+// revokedWhat says what release --force revoked, for a revoked name.
+func (h holding) revokedWhat() string {
+	switch h.Revoked {
+	case "lease":
+		return "a lease, by release --force"
+	case "reentrant":
+		return "a reentrant lock, by release --force"
+	case "permits":
+		return "permits, by release --force"
+	}
+	return "by release --force"
+}
+
+// confirmer says who must confirm a revocation that its work is dead.
+func (h holding) confirmer() string {
+	if h.Revoked == "reentrant" {
+		return "nobody (a reentrant lock's owners do not confirm)"
+	}
+	who := make([]string, 0, len(h.Unconfirmed))
+	for _, u := range h.Unconfirmed {
+		if u == "" {
+			u = "a holder without identity"
+		}
+		who = append(who, shown(u))
+	}
+	switch len(who) {
+	case 0:
+		return "nobody"
+	case 1:
+		return who[0] + " confirms that its work is dead"
+	}
+	return strings.Join(who, ", ") + " confirm that their work is dead"
 }
 
 // permitText is one permit, as status prints it.
@@ -220,7 +265,9 @@ func (h holding) holders() string {
 		}
 		parts = append(parts, fmt.Sprintf("%d permits: %s", h.Held, strings.Join(who, " ")))
 	}
-	if h.Leader != nil {
+	if h.Kind == "revoked" {
+		parts = append(parts, "revoked "+h.Revoked+", unconfirmed: "+strings.Join(h.Unconfirmed, " "))
+	} else if h.Leader != nil {
 		parts = append(parts, "leader "+h.Leader.Identity)
 	} else if h.Holder != "" {
 		parts = append(parts, h.Holder)
@@ -238,6 +285,8 @@ func (h holding) holders() string {
 // the holder identity when the lease carries one.
 func (h holding) who() string {
 	switch h.Kind {
+	case "":
+		return "another holder" // the read failed
 	case "free":
 		return "nobody any more (released meanwhile)"
 	case "lease":
@@ -250,6 +299,9 @@ func (h holding) who() string {
 		return fmt.Sprintf("another holder (fence %d, ttl %s; it stored no holder identity)", h.Fence, h.ttl())
 	case "reentrant":
 		return "a reentrant lock of " + h.holders()
+	case "revoked":
+		return fmt.Sprintf("nobody: release --force revoked it (%s); it is free once %s, or in %s at most (its ttl)",
+			h.revokedWhat(), h.confirmer(), h.ttl())
 	case "permits":
 		who := make([]string, 0, len(h.Permits))
 		for _, p := range h.Permits {

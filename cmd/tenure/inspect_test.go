@@ -90,13 +90,13 @@ func checkListStatus(t *testing.T, l *lease.Lease) {
 // learns of, then of a free name and of the reentrant lock.
 func checkReleaseForce(t *testing.T, c *redis.Client, l *lease.Lease) {
 	ctx := context.Background()
-	// release --force removes the lease and tells the waiters.
+	// release --force --now removes the lease and tells the waiters.
 	ps := c.Subscribe(ctx, "tenure:{inspect-lease}:released")
 	defer ps.Close()
 	if _, err := ps.Receive(ctx); err != nil {
 		t.Fatal(err)
 	}
-	code, out, stderr := result(t, tenure("release", "--force", "inspect-lease"))
+	code, out, stderr := result(t, tenure("release", "--force", "--now", "inspect-lease"))
 	if code != 0 || !strings.Contains(out, `removed the lease on "inspect-lease"`) {
 		t.Errorf("release: %d %q %q", code, out, stderr)
 	}

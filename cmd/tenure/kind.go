@@ -10,9 +10,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -44,7 +48,33 @@ func (t *target) reach(ctx context.Context, c redis.UniversalClient) error {
 			return err
 		}
 	}
+	start := time.Now()
+	accepted := false
+	if t.kind == kindCluster {
+		// As for one server (below): seeds that all refuse are said at
+		// once, without the client's dial retries.
+		if err := t.seedsRefuse(ctx); err != nil {
+			return err
+		}
+	}
+	if t.kind == kindServer {
+		// One plain dial first: a refused connection is said at once,
+		// where the client's own dial retries (go-redis's DialerRetries)
+		// took most of a second; and a port that accepts tells a server
+		// that never answers from one that cannot be reached.
+		var err error
+		if accepted, err = t.dialOnce(ctx); err != nil {
+			return err
+		}
+	}
 	err := c.Ping(ctx).Err()
+	if what, ok := notRedis(err); ok {
+		return wrongKind("%s is not a Redis server (it answered %s): check the --redis address", t.where(), what)
+	}
+	if err != nil && accepted && errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("no reply in %v: is this a Redis server? (it accepted the connection; "+
+			"a Redis server that is paused or overloaded answers nothing either)", time.Since(start).Round(time.Second))
+	}
 	switch {
 	case err != nil && t.kind == kindCluster:
 		if kerr := t.askSeeds(ctx); kerr != nil {
@@ -173,6 +203,9 @@ type sentinelAnswer struct {
 func (t *target) askSentinels(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeoutFor)
 	defer cancel()
+	if t.master == "" {
+		return t.noMaster(ctx)
+	}
 	answers := make([]sentinelAnswer, len(t.addrs))
 	var wg sync.WaitGroup
 	for i, addr := range t.addrs {
@@ -305,4 +338,101 @@ func (t *target) askSeeds(ctx context.Context) error {
 // doer sends a command of any name: every go-redis client.
 type doer interface {
 	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// dialOnce dials t's server once, without TLS or retries: it returns a
+// refused connection (or a missing Unix socket) as the error, and whether
+// the dial was accepted; any other failure is left to the client's PING.
+func (t *target) dialOnce(ctx context.Context) (accepted bool, err error) {
+	network := t.opts.Network
+	if network == "" {
+		network = "tcp"
+	}
+	d := net.Dialer{Timeout: dialTimeout}
+	conn, err := d.DialContext(ctx, network, t.opts.Addr)
+	if err != nil {
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ENOENT) {
+			return false, err
+		}
+		return false, nil
+	}
+	conn.Close()
+	return true, nil
+}
+
+// notRedis reports whether err is a reply that no Redis server sends (go-
+// redis could not parse it), and what it was: "HTTP" for a web server,
+// else the start of the reply, quoted.
+func notRedis(err error) (string, bool) {
+	if err == nil {
+		return "", false
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "can't parse") && !strings.Contains(msg, "invalid reply") {
+		return "", false
+	}
+	reply := msg
+	if i := strings.IndexByte(msg, '"'); i >= 0 {
+		if s, err := strconv.Unquote(msg[i:]); err == nil {
+			reply = s
+		}
+	}
+	lower := strings.ToLower(strings.TrimSpace(reply))
+	if strings.HasPrefix(lower, "http/") || strings.HasPrefix(lower, "<!doctype html") || strings.HasPrefix(lower, "<html") {
+		return "HTTP", true
+	}
+	return fmt.Sprintf("%.40q", reply), true
+}
+
+// noMaster is the usage error of a Sentinel URL without a master name,
+// naming the masters the sentinels monitor, as a redis:// URL at a
+// sentinel does (checkServer).
+func (t *target) noMaster(ctx context.Context) error {
+	var names []string
+	for _, addr := range t.addrs {
+		c := t.probe(addr, false)
+		for _, n := range masterNames(ctx, c) {
+			if !slices.Contains(names, n) {
+				names = append(names, n)
+			}
+		}
+		c.Close()
+	}
+	they := "the sentinels did not say which they monitor"
+	if len(names) > 0 {
+		they = "the sentinels monitor " + strings.Join(names, ", ")
+	}
+	return wrongKind("%s://%s has no master name: the path must be the master name that the sentinels monitor, "+
+		"as in %s://%s/MASTER (%s)", t.scheme(kindSentinel), strings.Join(t.addrs, ","), t.scheme(kindSentinel),
+		strings.Join(t.addrs, ","), they)
+}
+
+// seedsRefuse dials every Cluster seed of t once, at once, and returns
+// their refusals joined when every one refused the connection; nil as soon
+// as one accepts, or when one fails otherwise (the client's PING then
+// tells what).
+func (t *target) seedsRefuse(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, dialTimeout)
+	defer cancel()
+	errs := make(chan error, len(t.addrs))
+	for _, addr := range t.addrs {
+		go func() {
+			var d net.Dialer
+			conn, err := d.DialContext(ctx, "tcp", addr)
+			if err == nil {
+				conn.Close()
+			}
+			errs <- err
+		}()
+	}
+	refused := &noAnswer{what: "every seed refused the connection"}
+	for range t.addrs {
+		err := <-errs
+		if err == nil || !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil // the deferred cancel ends the other dials; errs is buffered
+		}
+		refused.msgs = append(refused.msgs, err.Error())
+		refused.errs = append(refused.errs, err)
+	}
+	return refused
 }

@@ -28,6 +28,13 @@ type leaseWatch struct {
 
 	mu   sync.Mutex
 	ends map[*lease.Lease]*leaseEnd
+	// releasing are the leases whose release has started: a renewal that
+	// ends after it (one in flight, or retried while Redis is down) is
+	// no news, and -v says nothing of it.
+	releasing map[*lease.Lease]bool
+	// revoked are the leases found revoked by "tenure release --force"
+	// (a confirmation found their token in the marker: releaseLost).
+	revoked map[*lease.Lease]bool
 	// unanswered: a release ended with an error that leaves its outcome
 	// unknown (a timeout, a dropped connection): the election releases
 	// on its own, and this is how tenure hears of it.
@@ -167,6 +174,12 @@ func (w *leaseWatch) hooks() lease.Hooks {
 				"waited", info.Waited.Round(time.Millisecond), "attempts", info.Attempts)
 		},
 		Renewed: func(l *lease.Lease, err error) {
+			w.mu.Lock()
+			released := w.releasing[l]
+			w.mu.Unlock()
+			if released {
+				return
+			}
 			left := time.Until(l.Deadline()).Round(time.Millisecond)
 			if err != nil {
 				w.mu.Lock()
@@ -184,6 +197,15 @@ func (w *leaseWatch) hooks() lease.Hooks {
 			default:
 			}
 			w.log.Debug("renewed", "name", l.Name(), "fence", l.Fence(), "deadline_in", left)
+		},
+		ReleaseStart: func(ctx context.Context, l *lease.Lease) context.Context {
+			w.mu.Lock()
+			if w.releasing == nil {
+				w.releasing = map[*lease.Lease]bool{}
+			}
+			w.releasing[l] = true
+			w.mu.Unlock()
+			return ctx
 		},
 		ReleaseDone: func(ctx context.Context, l *lease.Lease, err error) {
 			// The release's own context ran out (the election's bound, for
@@ -229,9 +251,28 @@ func (w *leaseWatch) ended(l *lease.Lease, wait time.Duration) (lease.EndInfo, b
 	}
 }
 
+// setRevoked remembers that l was revoked by "tenure release --force".
+func (w *leaseWatch) setRevoked(l *lease.Lease) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.revoked == nil {
+		w.revoked = map[*lease.Lease]bool{}
+	}
+	w.revoked[l] = true
+}
+
+// revokedText is why's words for a lease that release --force revoked.
+const revokedText = `"tenure release --force" revoked it; once its command was dead, tenure confirmed it, which freed the name`
+
 // why says, in words, why a command under l was stopped: cause is the
 // context's cause that supervise returned, or errNearDeadline.
 func (w *leaseWatch) why(l *lease.Lease, cause error) string {
+	w.mu.Lock()
+	revoked := w.revoked[l]
+	w.mu.Unlock()
+	if revoked && errors.Is(cause, lease.ErrLost) {
+		return revokedText
+	}
 	if errors.Is(cause, lease.ErrLost) {
 		if info, ok := w.ended(l, time.Second); ok && info.Loss != "" {
 			return w.lossText(w.exitBy(l), info.Loss)
@@ -265,7 +306,8 @@ func permitLossText(r lease.LossReason) string {
 	case lease.LossDeleted:
 		return "its permit was removed from the semaphore, or expired on the server (the server no longer has it)"
 	case lease.LossTakenOver:
-		return "the name was taken over by another kind of holder (the server holds a lease or a lock there, not permits)"
+		return "the name was taken over by another kind of holder, or revoked by \"tenure release --force\" " +
+			"(the server holds a lease, a lock or a revocation there, not permits)"
 	}
 	return lossText(r)
 }
@@ -276,7 +318,7 @@ func lossText(r lease.LossReason) string {
 	case lease.LossDeleted:
 		return "its key was deleted, or expired on the server (the server no longer has it)"
 	case lease.LossTakenOver:
-		return "it was taken over by another holder (the server holds another token)"
+		return "it was taken over by another holder, or revoked by \"tenure release --force\" (the server holds another token)"
 	case lease.LossExpired:
 		return "Redis did not confirm a renewal before the lease's local deadline (unreachable, slow or paused)"
 	}

@@ -222,7 +222,7 @@ func TestSuperviseChecksFirst(t *testing.T) {
 			sigs := newSigRouter(func() {}, io.Discard)
 			defer sigs.stop()
 			timing := stopTiming{grace: 10 * time.Second, killMargin: 100 * time.Millisecond, stoppedFor: time.Minute}
-			_, cause, err := supervise([]string{"sh", "-c", `touch "$1"`, "sh", marker}, os.Environ(), sigs, tc.h, timing, io.Discard)
+			_, cause, _, err := supervise([]string{"sh", "-c", `touch "$1"`, "sh", marker}, os.Environ(), sigs, tc.h, timing, io.Discard)
 			if err != nil {
 				t.Fatal(err)
 			}

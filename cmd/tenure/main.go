@@ -107,10 +107,9 @@ func execute(args []string, stdout, rawStderr io.Writer) int {
 func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	g := &globals{log: slog.New(slog.DiscardHandler), flush: func() {}, stderr: &redactor{w: stderr}}
 	root := &cobra.Command{
-		Use:     "tenure",
-		Short:   "Run commands under auto-renewing leases on Redis, and inspect them",
-		Long:    rootLong,
-		Example: rootExample,
+		Use:   "tenure",
+		Short: "Run commands under auto-renewing leases on Redis, and inspect them",
+		Long:  rootLong,
 		// cobra prints it for --version, with the template below.
 		Version:       versionText(),
 		SilenceErrors: true,
@@ -134,6 +133,6 @@ func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	// script; NAME arguments complete from the held names (complete.go).
 	root.CompletionOptions.HiddenDefaultCmd = false
 	root.AddCommand(newRunCmd(g), newElectCmd(g), newStatusCmd(g), newListCmd(g), newReleaseCmd(g), newVersionCmd())
-	root.AddCommand(helpTopics()...)
+	root.AddCommand(helpTopics(root)...)
 	return root, g
 }

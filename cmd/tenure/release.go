@@ -1,7 +1,8 @@
 package main
 
 // "tenure release --force": the name taken from whoever holds it, by one
-// script on every node, and what it removed.
+// script on every node, and what it revoked or removed; and the script with
+// which a revoked holder confirms that its work is dead.
 
 import (
 	"context"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,8 +22,10 @@ import (
 	"github.com/tenure-go/tenure/lease"
 )
 
-// forceRelease deletes a name's lock whatever holds it and tells its
-// waiters, atomically; it returns what it removed. A semaphore's permits
+// forceRelease revokes a name's lock whatever holds it (a marker with the
+// holder's TTL takes its place: release_force.lua), or with --now deletes
+// it, and tells its holders and waiters, atomically; it returns what it
+// revoked or removed. A semaphore's permits
 // (a sorted set of tokens) take their fences' hash, KEYS[3], with them;
 // the tokens come back for their holder identities, which alone are shown.
 // The message goes as the library's scripts send theirs (publish(), from
@@ -37,6 +41,20 @@ var forceRelease = releaseScripts{
 //go:embed scripts/release_force.lua
 var forceReleaseSrc string
 
+// releaseRevoked is the script with which a revoked holder (a "tenure run"
+// or "tenure elect" whose lease release --force revoked) confirms that its
+// work is dead: it takes the holder's token out of the revocation marker,
+// and the last one out frees the name and tells the waiters.
+var releaseRevoked = releaseScripts{
+	classic: redis.NewScript(backend.PublishLua(false) + releaseRevokedSrc),
+	sharded: redis.NewScript(backend.PublishLua(true) + releaseRevokedSrc),
+}
+
+// releaseRevokedSrc is the script's body, which publish() is prepended to.
+//
+//go:embed scripts/release_revoked.lua
+var releaseRevokedSrc string
+
 // releaseScripts is a script built for each kind of release message.
 type releaseScripts struct{ classic, sharded *redis.Script }
 
@@ -49,24 +67,46 @@ func (s releaseScripts) Run(ctx context.Context, c redis.UniversalClient, keys [
 }
 
 func newReleaseCmd(g *globals) *cobra.Command {
-	var force bool
+	var force, now bool
 	cmd := &cobra.Command{
-		Use:   "release --force NAME",
+		Use:   "release --force [--now] NAME",
 		Short: "Take NAME from whoever holds it (operators only)",
-		Long: `Delete the lease, reentrant lock or permits (a semaphore's, or a read-write
+		Long: `Revoke the lease, reentrant lock or permits (a semaphore's, or a read-write
 lock's readers: every permit at once) on NAME, whoever holds them, and publish
-on the name's release channel so that waiters take it at once. It prints what
-it removed. A "tenure run" or "tenure elect" holder listens on that channel
-while it holds NAME and checks its lease at once (an early renewal): it stops
-its command, or its hold, and exits 77 within a round trip. A program that
-holds NAME through the library learns of the loss at its next renewal (every
-TTL/3), and stops. The fencing counter is kept, so the next holder's fence is
-still larger than every earlier one.
+on the name's release channel. It prints what it revoked.
 
---force is required: this breaks the holder's mutual exclusion on purpose.
+A revocation keeps the promise that nothing runs under NAME beside another
+holder's work: the holder's value is replaced by a revocation marker that
+keeps the holder's remaining TTL, so NAME stays held for everyone else until
+the holder has confirmed that its work is dead, or until that TTL runs out.
+A "tenure run" or "tenure elect" holder listens on the release channel while
+it holds NAME and checks its lease at once (an early renewal), finds it
+revoked, stops its command (SIGTERM, then SIGKILL by the old deadline, as
+for any loss), waits for the command's process group to be gone, then
+confirms, which frees NAME, and exits 77. A program that holds NAME through
+the library learns of the loss at its next renewal (every TTL/3) and stops,
+but cannot confirm: NAME is free when the old TTL runs out. "tenure status"
+shows a revoked name as kind "revoked" with the time left. Permits of several
+holders are freed once each "tenure run" among them has confirmed, or at the
+TTL; a reentrant lock's owners never confirm (no tenure command holds one),
+so it is freed at its TTL. Running release --force again on a revoked name
+changes nothing.
+
+With --now, NAME is deleted at once instead, as release --force did before
+revocations: waiters take it at once, while the old holder's command may
+still run (a command that ignores SIGTERM runs until SIGKILL just before the
+old deadline, up to a TTL). tenure warns of that on stderr. --now also frees
+a revoked name at once.
+
+A key without a TTL, and a key of a Redis type tenure did not write, are
+deleted: there is no holder's TTL to wait out. The fencing counter is kept,
+so the next holder's fence is still larger than every earlier one.
+
+--force is required: this breaks the holder's hold on purpose.
 
 ` + operatorExitStatuses,
-		Example:           `  tenure release --force nightly-report`,
+		Example: `  tenure release --force nightly-report
+  tenure release --force --now nightly-report   # free at once; the old command may still run`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -85,22 +125,41 @@ still larger than every earlier one.
 			defer client.Close()
 			l := keys.Layout{Prefix: g.prefix}
 			k := l.Lease(name)
-			res, err := g.forceRelease(ctx, client, []string{k, l.Fence(name), l.Permits(name)}, l.Channel(name))
+			res, err := g.forceRelease(ctx, client, []string{k, l.Fence(name), l.Permits(name)}, l.Channel(name), now)
 			if err != nil {
 				return g.redisFailure(fmt.Sprintf("releasing %q (the release --force script)", name), err)
 			}
 			out := cmd.OutOrStdout()
-			if t, _ := res[0].(string); t == "none" {
+			switch t, _ := res[0].(string); {
+			case t == "none":
 				fmt.Fprintf(out, "%q was not held; nothing removed\n", name)
 				return nil
+			case len(res) == 3:
+				ttl, _ := res[1].(int64)
+				fmt.Fprintf(out, "%q is already revoked (%s left): it is freed once its holder confirms that its work is dead, "+
+					"or at that TTL; --now frees it at once\n", name, time.Duration(ttl)*time.Millisecond)
+				return nil
 			}
-			return printRemoved(out, name, k, res)
+			if err := printRemoved(out, name, k, res); err != nil {
+				return err
+			}
+			if done, _ := res[4].(string); done == "deleted" && now {
+				if ttl, _ := res[1].(int64); ttl > 0 {
+					fmt.Fprintf(g.stderr, "tenure: --now: %q is free at once, but its holder's work may still run for up to %v "+
+						"(its TTL) beside the next holder's: without --now the name would stay barred until the holder "+
+						"confirmed its work dead\n", name, time.Duration(ttl)*time.Millisecond)
+				}
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "really take the name from its holder")
+	cmd.Flags().BoolVar(&now, "now", false, "delete NAME at once instead of revoking it: the holder's command may still run beside the next holder's")
 	return cmd
 }
 
+// printRemoved prints what release --force revoked or removed: res is
+// release_force.lua's reply of five.
 func printRemoved(out io.Writer, name, key string, res []any) error {
 	t, _ := res[0].(string)
 	ttl, _ := res[1].(int64)
@@ -109,7 +168,16 @@ func printRemoved(out io.Writer, name, key string, res []any) error {
 	if ttl >= 0 {
 		left = (time.Duration(ttl) * time.Millisecond).String() + " left"
 	}
+	removed, notified := "removed", "waiters notified"
+	if done, _ := res[4].(string); done == "revoked" {
+		removed = "revoked"
+		notified = fmt.Sprintf("the name stays barred until its holder confirms that its work is dead, or for %v at most (its TTL)",
+			time.Duration(ttl)*time.Millisecond)
+	}
 	switch t {
+	case "revoked":
+		fmt.Fprintf(out, "removed the revocation of %q (%s, fence %s, %s); waiters notified\n", name, key, fence, left)
+		return nil
 	case "string":
 		// The value is the holder's token: only the holder identity that
 		// follows it is shown.
@@ -120,15 +188,15 @@ func printRemoved(out io.Writer, name, key string, res []any) error {
 				who = shown(h)
 			}
 		}
-		fmt.Fprintf(out, "removed the lease on %q (%s, fence %s, %s) held by %s; waiters notified\n", name, key, fence, left, who)
+		fmt.Fprintf(out, "%s the lease on %q (%s, fence %s, %s) held by %s; %s\n", removed, name, key, fence, left, who, notified)
 	case "hash":
 		pairs, _ := res[3].([]any)
 		var owners []string
 		for i := 0; i+1 < len(pairs); i += 2 {
 			owners = append(owners, fmt.Sprintf("%v×%v", pairs[i], pairs[i+1]))
 		}
-		fmt.Fprintf(out, "removed the reentrant lock on %q (%s, fence %s, %s) held by %s; waiters notified\n",
-			name, key, fence, left, strings.Join(owners, ", "))
+		fmt.Fprintf(out, "%s the reentrant lock on %q (%s, fence %s, %s) held by %s; %s\n",
+			removed, name, key, fence, left, strings.Join(owners, ", "), notified)
 	case "zset":
 		tokens, _ := res[3].([]any)
 		var who []string
@@ -144,8 +212,8 @@ func printRemoved(out io.Writer, name, key string, res []any) error {
 		if len(tokens) == 1 {
 			what = "the permit"
 		}
-		fmt.Fprintf(out, "removed %s of %q (%s and its :permits, fence %s, %s) held by %s; waiters notified\n",
-			what, name, key, fence, left, strings.Join(who, ", "))
+		fmt.Fprintf(out, "%s %s of %q (%s and its :permits, fence %s, %s) held by %s; %s\n",
+			removed, what, name, key, fence, left, strings.Join(who, ", "), notified)
 	default:
 		fmt.Fprintf(out, "removed a %s at %s (%s), which tenure did not write; waiters notified\n", t, key, left)
 	}
@@ -156,13 +224,17 @@ func printRemoved(out io.Writer, name, key string, res []any) error {
 // node, returning the result of the node that removed the most recent
 // holder (the largest fence) and warning on stderr of each node that
 // failed; it fails unless a majority answered.
-func (g *globals) forceRelease(ctx context.Context, cs *conns, keys []string, channel string) ([]any, error) {
+func (g *globals) forceRelease(ctx context.Context, cs *conns, keys []string, channel string, now bool) ([]any, error) {
+	mode := "revoke"
+	if now {
+		mode = "now"
+	}
 	if !cs.quorum() {
-		return forceRelease.Run(ctx, cs.one(), keys, channel).Slice()
+		return forceRelease.Run(ctx, cs.one(), keys, channel, mode, revokedPrefix).Slice()
 	}
 	res := make([][]any, len(cs.nodes))
 	errs := cs.each(ctx, func(ctx context.Context, i int, c redis.UniversalClient) error {
-		r, err := forceRelease.Run(ctx, c, keys, channel).Slice()
+		r, err := forceRelease.Run(ctx, c, keys, channel, mode, revokedPrefix).Slice()
 		res[i] = r
 		return err
 	})
@@ -177,8 +249,8 @@ func (g *globals) forceRelease(ctx context.Context, cs *conns, keys []string, ch
 				cs.nodes[i].where, oneLine(errs[i].Error()))
 			continue
 		}
-		if t, _ := r[0].(string); t == "none" {
-			if best == nil {
+		if t, _ := r[0].(string); t == "none" || len(r) == 3 {
+			if best == nil || len(best) < len(r) {
 				best = r
 			}
 			continue
@@ -189,4 +261,29 @@ func (g *globals) forceRelease(ctx context.Context, cs *conns, keys []string, ch
 		}
 	}
 	return best, nil
+}
+
+// revokedPrefix starts a revocation marker (internal/keys).
+const revokedPrefix = keys.RevokedPrefix
+
+// confirmRevoked tells Redis that the holder of token on name, whose lease
+// was lost, has nothing running any more: it takes the token out of the
+// revocation marker release --force left, if any, which frees the name
+// when it was the last (release_revoked.lua), on every node in quorum
+// mode. It reports whether a marker held the token on any node. Errors are
+// ignored: a marker nobody confirms expires by its TTL.
+func confirmRevoked(ctx context.Context, cs *conns, prefix, name, token string) bool {
+	l := keys.Layout{Prefix: prefix}
+	var mu sync.Mutex
+	found := false
+	cs.each(ctx, func(ctx context.Context, _ int, c redis.UniversalClient) error {
+		n, err := releaseRevoked.Run(ctx, c, []string{l.Lease(name)}, l.Channel(name), token, revokedPrefix).Int()
+		if err == nil && n > 0 {
+			mu.Lock()
+			found = true
+			mu.Unlock()
+		}
+		return err
+	})
+	return found
 }

@@ -25,11 +25,18 @@ func (g *globals) connectWaiting(wctx context.Context, feature, wait string) (*c
 	b := backoff.NewExponentialBackOff()
 	b.InitialInterval, b.MaxInterval, b.MaxElapsedTime = 100*time.Millisecond, 2*time.Second, 0
 	said := false
+	// cause is the last failure that says why Redis is unreachable: the
+	// attempt that --wait's end cuts short fails only with "context
+	// deadline exceeded", which says nothing of it.
+	var cause error
 	for {
 		cs, err := g.connectFor(wctx, feature)
 		var xe *exitErr
 		if err == nil || !errors.As(err, &xe) || xe.code != exitRedis {
 			return cs, err
+		}
+		if cause == nil || wctx.Err() == nil || !errors.Is(xe.err, context.DeadlineExceeded) {
+			cause = xe.err
 		}
 		if !said {
 			fmt.Fprintf(g.stderr, "tenure: %s; waiting for it (--wait %s)\n", oneLine(xe.Error()), wait)
@@ -41,7 +48,7 @@ func (g *globals) connectWaiting(wctx context.Context, feature, wait string) (*c
 		select {
 		case <-wctx.Done():
 			t.Stop()
-			return nil, fail(exitRedis, "%v; still unreachable when --wait %s ran out", xe.err, wait)
+			return nil, fail(exitRedis, "%v; still unreachable when --wait %s ran out", cause, wait)
 		case <-t.C:
 		}
 	}

@@ -272,10 +272,13 @@ type runner struct {
 	sigs *sigRouter
 	w    *leaseWatch
 	how  acquirer
-	// whoHolds says who holds NAME, from one read of its keys.
-	whoHolds func(ctx context.Context) string
+	// whoHolds reads what holds NAME, in one read of its keys (kind ""
+	// when the read failed).
+	whoHolds func(ctx context.Context) holding
 	// unwatch stops watchReleases, once NAME is acquired.
 	unwatch func()
+	// client is the connection to Redis, for confirmRevoked.
+	client *conns
 }
 
 func (r *runner) run() error {
@@ -296,6 +299,7 @@ func (r *runner) run() error {
 		return err
 	}
 	defer client.Close()
+	r.client = client
 	ttl := time.Duration(r.o.f.ttl)
 	r.w = newLeaseWatch(r.g.log, ttl)
 	r.w.permit = r.o.permits > 0 || r.o.shared
@@ -313,14 +317,14 @@ func (r *runner) run() error {
 		opts = append(opts, lease.WithMetadata(r.o.metadata))
 	}
 	r.how = newAcquirer(m, r.name, r.o.permits, r.o.resize, r.o.shared, client.quorum(), opts)
-	r.whoHolds = func(ctx context.Context) string {
+	r.whoHolds = func(ctx context.Context) holding {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
 		hs, err := client.inspect(ctx, r.g.prefix, []string{r.name})
 		if err != nil {
-			return "another holder"
+			return holding{Name: r.name}
 		}
-		return hs[0].who()
+		return hs[0]
 	}
 
 	l, err := r.acquire(ctx, wctx)
@@ -342,9 +346,9 @@ func (r *runner) runCommand(l *lease.Lease) error {
 	env := append(childEnv(), "TENURE_NAME="+r.name, "TENURE_FENCE="+strconv.FormatInt(l.Fence(), 10))
 	describe := func(cause error) string { return fmt.Sprintf("%s was lost: %s", r.how.held, r.w.why(l, cause)) }
 	h := hold{l.Context(), l.Deadline, r.w.renewals(), describe, r.w.renewErrorOf(l)}
-	code, lost, err := supervise(r.argv, env, r.sigs, h, r.o.f.timing(), r.stderr)
+	code, lost, dead, err := supervise(r.argv, env, r.sigs, h, r.o.f.timing(), r.stderr)
 	if lost != nil {
-		return r.commandLost(l, lost)
+		return r.commandLost(l, lost, dead)
 	}
 	rerr := r.release(l)
 	if err != nil {
@@ -355,9 +359,10 @@ func (r *runner) runCommand(l *lease.Lease) error {
 }
 
 // commandLost ends a run whose command was stopped, or not started, for
-// the lease (cause: supervise's lost), with --lost-exit.
-func (r *runner) commandLost(l *lease.Lease, cause error) error {
-	r.releaseLost(l)
+// the lease (cause: supervise's lost), with --lost-exit; dead is
+// supervise's: the command's group was seen gone.
+func (r *runner) commandLost(l *lease.Lease, cause error, dead bool) error {
+	r.releaseLost(l, dead)
 	return fail(r.o.f.lostExit, "%s was lost %s: %s; %s", r.how.held, lostWhen(cause), r.w.why(l, cause), lostDone(cause))
 }
 

@@ -77,7 +77,7 @@ func TestLostLeaseStopsCommand(t *testing.T) {
 	}{
 		{"taken over", func(ctx context.Context, c *redis.Client, key string) error {
 			return c.Set(ctx, key, "intruder", time.Minute).Err()
-		}, "it was taken over by another holder (the server holds another token)", "intruder"},
+		}, `it was taken over by another holder, or revoked by "tenure release --force" (the server holds another token)`, "intruder"},
 		{"deleted", func(ctx context.Context, c *redis.Client, key string) error {
 			return c.Del(ctx, key).Err()
 		}, "its key was deleted, or expired on the server (the server no longer has it)", ""},

@@ -187,10 +187,10 @@ func (f *featureRun) operators(tag, lease, sem, dir string) {
 		}
 		f.all.WriteString(wt.stderr.String())
 	}
-	if out := f.check(0, "release", "--force", lease); !strings.Contains(out, "removed the lease") {
+	if out := f.check(0, "release", "--force", lease); !strings.Contains(out, "revoked the lease") {
 		t.Errorf("release --force %s: %s", lease, out)
 	}
-	if out := f.check(0, "release", "--force", sem); !strings.Contains(out, "removed the 2 permits") {
+	if out := f.check(0, "release", "--force", sem); !strings.Contains(out, "revoked the 2 permits") {
 		t.Errorf("release --force %s: %s", sem, out)
 	}
 	for i, h := range holders {
@@ -199,6 +199,10 @@ func (f *featureRun) operators(tag, lease, sem, dir string) {
 		}
 		f.all.WriteString(holderErr[i].String())
 	}
+	// The holders confirmed their revocations (release_revoked.lua) as
+	// this user too: both names are free, well before their TTLs.
+	f.check(1, "status", "--check", lease)
+	f.check(1, "status", "--check", sem)
 }
 
 // TestACLUserCLI: every subcommand as docs/security.md's user (the rule

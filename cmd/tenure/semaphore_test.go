@@ -342,8 +342,8 @@ func checkPermitsText(t *testing.T, c *redis.Client, name, key string) {
 // permits.
 func releasePermitRuns(t *testing.T, c *redis.Client, name, key string, runs []*exec.Cmd, stderrs []*bytes.Buffer) {
 	ctx := context.Background()
-	// release --force takes both remaining permits at once.
-	code, out, stderr := result(t, tenure("release", "--force", name))
+	// release --force --now takes both remaining permits at once.
+	code, out, stderr := result(t, tenure("release", "--force", "--now", name))
 	if code != 0 || !strings.Contains(out, fmt.Sprintf("removed the 2 permits of %q", name)) || !strings.Contains(out, "held by sem-") {
 		t.Errorf("release --force of the permits: %d %q %s", code, out, stderr)
 	}

@@ -92,6 +92,9 @@ func sentinelWrongURLs(t *testing.T, g *redistest.Sentinel) {
 		// unreachable: redis: nil" while they answered.
 		{"a master they do not monitor", "redis-sentinel://" + sentinel + "/no-such-master", exitUsage,
 			[]string{`monitor no master named "no-such-master"`, fmt.Sprintf("they monitor %q", g.MasterName())}},
+		// It said only "the path must be the master name".
+		{"no master name", "redis-sentinel://" + sentinel, exitUsage,
+			[]string{"has no master name", fmt.Sprintf("the sentinels monitor %q", g.MasterName())}},
 		// It said "context deadline exceeded", after 5 seconds.
 		{"sentinels down", "redis-sentinel://127.0.0.1:1,127.0.0.1:2/" + g.MasterName(), exitRedis,
 			[]string{"no sentinel answered: 127.0.0.1:1: ", "connection refused"}},

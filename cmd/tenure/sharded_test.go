@@ -63,7 +63,7 @@ func TestClusterReleaseForceWakes(t *testing.T) {
 		}
 	}
 	url := "redis-cluster://" + strings.Join(cl.Addrs(), ",")
-	code, out, stderr := result(t, on(nil, "--redis", url, "release", "--force", name))
+	code, out, stderr := result(t, on(nil, "--redis", url, "release", "--force", "--now", name))
 	if code != 0 || !strings.Contains(out, "removed the lease") {
 		t.Fatalf("release --force: status %d: %s%s", code, out, stderr)
 	}
@@ -86,7 +86,7 @@ func TestClusterHoldNoticesReleaseForce(t *testing.T) {
 	url := "redis-cluster://" + strings.Join(cl.Addrs(), ",")
 	const name = "clu-forced-hold"
 	h := startHold(t, on(nil, "--redis", url, "-vv", "run", "--ttl", "5m", name))
-	if code, out, errOut := result(t, on(nil, "--redis", url, "release", "--force", name)); code != 0 || !strings.Contains(out, "removed") {
+	if code, out, errOut := result(t, on(nil, "--redis", url, "release", "--force", name)); code != 0 || !strings.Contains(out, "revoked") {
 		t.Fatalf("release --force: %d %s %s", code, out, errOut)
 	}
 	// 60s is well before the first renewal (100s).

@@ -56,6 +56,11 @@ the latest --resize) is stored with them and shown as "n" ("unlimited" for a
 read lock's readers; --json gives the number stored, 1073741824); status says
 how many are held, and with -n N also how many of N are free.
 
+A name that "tenure release --force" revoked shows as kind "revoked", with
+what was revoked, who has yet to confirm that its work is dead, and the TTL
+left: nobody can take it until the last holder confirms, or that TTL runs out
+(--json: "revoked", "unconfirmed"). status --check counts it as held.
+
 With --watch, tenure prints the holder of each NAME at once, then one line for
 every change of holder (a new fence, a lock's owners, a leader record, free),
 each starting with its time, until SIGINT or SIGTERM ends it with status 0.

@@ -67,19 +67,23 @@ func (h hold) renewErr() error {
 // continued; one stopped otherwise is killed after stoppedFor. It returns
 // the command's exit status (128+N when killed by signal N) and, when
 // tenure stopped the command for the lease, why: the lease context's
-// cause, errNearDeadline or errDeadlinePassed.
-func supervise(argv, env []string, sigs *sigRouter, h hold, t stopTiming, stderr io.Writer) (code int, lost error, err error) {
+// cause, errNearDeadline or errDeadlinePassed. After a stop for the lease
+// it waits, until the local deadline at most, for every process of the
+// group to be gone; dead says whether they were seen gone (always true
+// when the command never started): only then may a revoked holder confirm
+// that its work is dead (confirmRevoked).
+func supervise(argv, env []string, sigs *sigRouter, h hold, t stopTiming, stderr io.Writer) (code int, lost error, dead bool, err error) {
 	c := exec.Command(argv[0], argv[1:]...)
 	if c.Err != nil {
-		return 0, nil, execFailure(c.Err)
+		return 0, nil, true, execFailure(c.Err)
 	}
 	dl := h.deadline()
 	if cause := stopDue(h, t, dl, time.Now()); cause != nil {
-		return 0, notStarted{cause}, nil
+		return 0, notStarted{cause}, true, nil
 	}
 	p, err := startGroup(c.Path, argv, env, t, dl)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, true, err
 	}
 	sigs.setChild(p.pgid)
 	defer sigs.setChild(0)
@@ -92,7 +96,13 @@ func supervise(argv, env []string, sigs *sigRouter, h hold, t stopTiming, stderr
 	// outlive the lease, which is released next. (The guard does it too.)
 	p.signal(syscall.SIGKILL)
 	sigs.setChild(0)
-	return p.reap(), lost, nil
+	dead = true
+	if lost != nil {
+		// Before the leader is reaped, so that its group id cannot be
+		// reused meanwhile.
+		dead = groupGone(p.pgid, h.deadline())
+	}
+	return p.reap(), lost, dead, nil
 }
 
 // stopDue returns why the command must not start now, when the lease is

@@ -51,6 +51,9 @@ func (t *target) where() string {
 	return "redis at " + t.opts.Addr
 }
 
+// acceptedSchemes are the URL schemes of --redis, for messages.
+const acceptedSchemes = "redis://, rediss:// (TLS), unix://, redis-sentinel://, rediss-sentinel://, redis-cluster://, rediss-cluster://"
+
 // parseTarget parses one --redis value: a Sentinel or Cluster URL (below),
 // or what parseRedis takes.
 func parseTarget(s string) (*target, error) {
@@ -152,9 +155,11 @@ func (t *target) parseTail(tail string, bad badURL) error {
 		}
 		return nil
 	}
-	if path == "" || strings.Contains(path, "/") {
+	if strings.Contains(path, "/") {
 		return bad("the path must be the master name that the sentinels monitor: /master-name")
 	}
+	// No path at all: the sentinels are asked which masters they
+	// monitor (askSentinels), so that the message can name them.
 	t.master = path
 	for k, v := range q {
 		if k != "db" || len(v) != 1 {
@@ -223,6 +228,9 @@ func parseRedis(s string) (*redis.Options, error) {
 		if hidden {
 			return nil, errors.New("redis URL: it does not parse (not shown: it has user information); " +
 				"a password must have its reserved characters (@ : / % # ? and space) percent-encoded")
+		}
+		if strings.Contains(err.Error(), "invalid URL scheme") {
+			return nil, fmt.Errorf("redis URL: %w; the schemes tenure takes: %s (or a bare host:port)", err, acceptedSchemes)
 		}
 		return nil, fmt.Errorf("redis URL: %w", err)
 	}

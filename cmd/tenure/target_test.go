@@ -26,7 +26,9 @@ func TestParseTarget(t *testing.T) {
 		{in: "rediss-cluster://u:pw@h:7000/", kind: kindCluster, addrs: []string{"h:7000"}, user: "u", password: "pw", tls: true},
 		{in: "redis://u:pw@h:6379/2", kind: kindServer, user: "u", password: "pw", singleAddr: "h:6379"},
 		{in: "h:6379", kind: kindServer, singleAddr: "h:6379"},
-		{in: "redis-sentinel://h:1", errMatch: "the path must be the master name"},
+		// No master name parses: the sentinels are asked which they
+		// monitor, for the message (sentinelWrongURLs).
+		{in: "redis-sentinel://h:1", kind: kindSentinel, addrs: []string{"h:1"}},
 		{in: "redis-sentinel://h:1/m/x", errMatch: "the path must be the master name"},
 		{in: "redis-sentinel://h:1/m?db=x", errMatch: `db="x" is no database number`},
 		{in: "redis-sentinel://h:1/m?dial_timeout=1", errMatch: "the only query parameter is db=N"},

@@ -80,6 +80,8 @@ func (h holding) holder() string {
 				fmt.Fprintf(&b, " holder %s", shown(p.Holder))
 			}
 		}
+	case "revoked":
+		fmt.Fprintf(&b, "revoked %s, fence %d, unconfirmed %s", h.Revoked, h.Fence, strings.Join(h.Unconfirmed, " "))
 	default:
 		fmt.Fprintf(&b, "a %s key that tenure did not write", h.Kind)
 	}

@@ -152,6 +152,10 @@ type Acquisition struct {
 	// ones are promised to the queue); -1 when a lease, a writer or a
 	// reentrant lock holds the name. 0 for other requests.
 	Free int
+	// HeldByPermits reports, for a lease or reentrant request that was
+	// not Acquired, that permits hold the name (a semaphore's, or a
+	// read-write lock's readers), for the waiter's error.
+	HeldByPermits bool
 	// HeldLimit, when positive, is the N that the semaphore's permits are
 	// held under, which a permit request with another Limit and no
 	// Resize was refused for at once: it touched nothing, and waiting

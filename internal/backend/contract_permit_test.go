@@ -138,11 +138,14 @@ func contractPermitsKind(c contract) {
 		c.t.Fatalf("renewing a permit of a leased name: %v, want ErrNotHeld, not ErrGone", err)
 	}
 	c.mustAcquire(permit("p", "p", 5))
-	if a := c.acquire(lease("p", "lease", time.Minute)); a.Acquired || a.HolderTTL <= 59*time.Second {
-		c.t.Fatalf("a lease beside permits: %+v", a)
+	if a := c.acquire(lease("p", "lease", time.Minute)); a.Acquired || a.HolderTTL <= 59*time.Second || !a.HeldByPermits {
+		c.t.Fatalf("a lease beside permits: %+v, want HeldByPermits", a)
 	}
-	if a := c.acquire(backend.Request{Name: "p", Token: "r", TTL: time.Minute, Owner: "o"}); a.Acquired {
+	if a := c.acquire(backend.Request{Name: "p", Token: "r", TTL: time.Minute, Owner: "o"}); a.Acquired || !a.HeldByPermits {
 		c.t.Fatalf("a reentrant lock beside permits: %+v", a)
+	}
+	if a := c.acquire(lease("l", "lease2", time.Minute)); a.HeldByPermits {
+		c.t.Fatalf("a lease beside a lease: %+v, said held by permits", a)
 	}
 	if err := c.release(lease("p", "p", time.Minute).Item())[0]; !errors.Is(err, backend.ErrNotHeld) {
 		c.t.Fatalf("a lease's release of a permit's token: %v", err)

@@ -300,6 +300,7 @@ func (f *Fake) acquire(req Request, now time.Time) Acquisition {
 	var a Acquisition
 	if held {
 		a.HolderTTL = k.ttl()
+		a.HeldByPermits = k.set != nil
 	}
 	if req.Queue > 0 {
 		a.Arrival = f.join(name, req.Token, 1, req.Queue, now)

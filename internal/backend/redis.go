@@ -195,7 +195,10 @@ func acquisition(cmd *redis.Cmd) (Acquisition, error) {
 		if len(vals) >= 3 {
 			a.Arrival = vals[2]
 		}
-		if len(vals) == 4 {
+		switch {
+		case len(vals) == 4 && vals[3] == -3: // acquire.lua's: permits hold the name
+			a.HeldByPermits = true
+		case len(vals) == 4:
 			a.Free = int(vals[3]) // permit.lua's
 		}
 		return a, nil

@@ -205,3 +205,45 @@ func RetiredFree(ttl time.Duration) time.Duration {
 	}
 	return RetiredFor
 }
+
+// RevokedPrefix starts the value that "tenure release --force" leaves at a
+// name's key in place of its holder (a revocation, docs/design.md, "A
+// forced release"): the line "tenure-revoked", the kind it replaced
+// ("string", "hash" or "zset"), then one line for each token that may
+// confirm, each holder's token (a lease's, or a permit's; a reentrant
+// lock's owners, which no tenure command holds and so never confirm). A
+// token never holds a newline: its random part is hex and its holder
+// identity and metadata are printable. The key keeps the old holder's TTL, so
+// every acquisition script sees the name held (a SET NX fails on it, a
+// permit finds another kind) until the last holder confirms that its
+// work is dead (cmd/tenure's release_revoked.lua deletes it), or the TTL
+// runs out; and every renewal of the old holder fails (the key holds no
+// token of it), which is how it learns that it lost the name.
+const RevokedPrefix = "tenure-revoked\n"
+
+// A Revocation is what a revocation marker (RevokedPrefix) holds.
+type Revocation struct {
+	// Kind is the Redis type of what was revoked: "string" (a lease),
+	// "hash" (a reentrant lock) or "zset" (a semaphore's permits, or a
+	// read-write lock's readers).
+	Kind string
+	// Tokens are the tokens (or owners) that have not confirmed yet.
+	Tokens []string
+}
+
+// ParseRevocation reads a key's string value as a revocation marker; ok is
+// false when it is not one (a lease's token, or anything else).
+func ParseRevocation(v string) (r Revocation, ok bool) {
+	rest, ok := strings.CutPrefix(v, RevokedPrefix)
+	if !ok {
+		return Revocation{}, false
+	}
+	lines := strings.Split(rest, "\n")
+	r.Kind = lines[0]
+	for _, t := range lines[1:] {
+		if t != "" {
+			r.Tokens = append(r.Tokens, t)
+		}
+	}
+	return r, true
+}

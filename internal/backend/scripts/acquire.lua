@@ -34,6 +34,10 @@
 --                    it never expires; a fair request also gets when it
 --                    joined the queue (its score: server time in us), which
 --                    orders the waiters of one process as the queue does;
+--          {0, wait, arrival, -3} as {0, wait[, arrival]} when permits (a
+--                    semaphore's, or a read-write lock's readers) hold the
+--                    name: arrival is 0 for a barging request; -3 says who
+--                    holds, for the waiter's error ("held by readers");
 --          {0, -2}   when its sender already gave this request up (it arrived
 --                    after abandon.lua ran): nothing is touched.
 --
@@ -138,6 +142,9 @@ if wait == -2 and head and head ~= token then
   if until_ms then
     wait = math.max(0, tonumber(until_ms) - now_ms)
   end
+end
+if wait ~= -2 and redis.call('TYPE', KEYS[1]).ok == 'zset' then
+  return {0, wait, arrival or 0, -3}
 end
 if arrival then
   return {0, wait, arrival}
