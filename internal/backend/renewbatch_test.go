@@ -38,11 +38,14 @@ func renewMany(t *testing.T, client, raw redis.UniversalClient) {
 	be := backend.NewRedis(client, "p:")
 	ctx := context.Background()
 	const n = 700 // more than one call's worth on one server
+	// The acquisitions' TTL leaves room for 700 of them one after another
+	// on a loaded machine: at 1s, the first expired before the renewal.
+	const acqTTL = 30 * time.Second
 	var items []backend.Item
 	want := make([]error, 0, n+2)
 	for i := range n {
 		name := fmt.Sprintf("n%d", i)
-		a, err := be.Acquire(ctx, backend.Request{Name: name, Token: "tok", TTL: time.Second})
+		a, err := be.Acquire(ctx, backend.Request{Name: name, Token: "tok", TTL: acqTTL})
 		if err != nil || !a.Acquired {
 			t.Fatalf("%s: %+v %v", name, a, err)
 		}
@@ -72,10 +75,10 @@ func renewMany(t *testing.T, client, raw redis.UniversalClient) {
 		want = append(want, w)
 	}
 	// Other kinds in the same Renew: a reentrant lock and a permit.
-	if _, err := be.Acquire(ctx, backend.Request{Name: "r", Token: "op", Owner: "o", TTL: time.Second}); err != nil {
+	if _, err := be.Acquire(ctx, backend.Request{Name: "r", Token: "op", Owner: "o", TTL: acqTTL}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := be.Acquire(ctx, backend.Request{Name: "s", Token: "permit", Limit: 2, TTL: time.Second}); err != nil {
+	if _, err := be.Acquire(ctx, backend.Request{Name: "s", Token: "permit", Limit: 2, TTL: acqTTL}); err != nil {
 		t.Fatal(err)
 	}
 	items = append(items, backend.Item{Name: "r", Token: "o", TTL: time.Minute, Reentrant: true},
@@ -108,12 +111,12 @@ func renewMany(t *testing.T, client, raw redis.UniversalClient) {
 		// A full renewal leaves the counter one TTL more than the lease
 		// key has (S6: it outlives the lease by at most a TTL): twice the
 		// TTL, or the longer TTL an Extend gave it; a light one leaves it
-		// as the acquisition did (twice its TTL of 1s).
+		// as the acquisition did (twice its TTL, less the time since).
 		ft := raw.PTTL(ctx, key+":fence").Val()
 		lo, hi = ttl+it.TTL-5*time.Second, ttl+it.TTL+time.Second
 		switch {
 		case it.Light:
-			lo, hi = time.Second, 2*time.Second
+			lo, hi = time.Second, 2*acqTTL
 		case it.Permit: // a permit's counter lives as long as the set
 			lo, hi = ttl-5*time.Second, ttl+time.Second
 		}
