@@ -181,10 +181,10 @@ func (c *Client) Close() error {
 type kind uint8
 
 const (
-	plainLock kind = iota // RLock
-	fencedLock            // RFencedLock
-	readLock              // RReadWriteLock.readLock()
-	writeLock             // RReadWriteLock.writeLock()
+	plainLock  kind = iota // RLock
+	fencedLock             // RFencedLock
+	readLock               // RReadWriteLock.readLock()
+	writeLock              // RReadWriteLock.writeLock()
 )
 
 func (k kind) String() string {
@@ -229,10 +229,12 @@ func suffixName(raw, suffix string) string {
 	return "{" + raw + "}:" + suffix
 }
 
-func lockChannel(raw string) string      { return prefixName("redisson_lock__channel", raw) }
-func rwChannel(raw string) string        { return prefixName("redisson_rwlock", raw) }
-func tokenKey(raw string) string         { return prefixName("redisson_lock_token", raw) }
-func latchKey(raw, request string) string { return prefixName("redisson_unlock_latch", raw) + ":" + request }
+func lockChannel(raw string) string { return prefixName("redisson_lock__channel", raw) }
+func rwChannel(raw string) string   { return prefixName("redisson_rwlock", raw) }
+func tokenKey(raw string) string    { return prefixName("redisson_lock_token", raw) }
+func latchKey(raw, request string) string {
+	return prefixName("redisson_unlock_latch", raw) + ":" + request
+}
 
 // timeoutPrefix is a reader's: {NAME}:<field>:rwlock_timeout, each read
 // entry i having the key timeoutPrefix:i.
