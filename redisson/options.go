@@ -219,3 +219,14 @@ func (c *config) check() error {
 	}
 	return nil
 }
+
+// String returns the mode's name, Redisson's.
+func (s Sharding) String() string {
+	switch s {
+	case ShardedAuto:
+		return "AUTO"
+	case ShardedOff:
+		return "OFF"
+	}
+	return fmt.Sprintf("Sharding(%d)", int(s))
+}

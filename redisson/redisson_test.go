@@ -244,9 +244,25 @@ func testReentryCounts(t *testing.T, c redis.UniversalClient) {
 }
 
 func testGoWakesJava(t *testing.T, c redis.UniversalClient) {
+	_, cluster := c.(*redis.ClusterClient)
+	for _, sharding := range []redisson.Sharding{redisson.ShardedAuto, redisson.ShardedOff} {
+		t.Run(fmt.Sprint(sharding), func(t *testing.T) {
+			if !cluster && sharding == redisson.ShardedOff {
+				t.Skip("one server publishes classic messages either way")
+			}
+			j := newJava(c, 30*time.Second)
+			if sharding == redisson.ShardedOff {
+				// A Java client with shardedSubscriptionMode OFF.
+				j.publish, j.sharded = "PUBLISH", false
+			}
+			goWakesJava(t, c, j, sharding)
+		})
+	}
+}
+
+func goWakesJava(t *testing.T, c redis.UniversalClient, j *javaClient, sharding redisson.Sharding) {
 	ctx := bounded(t, 20*time.Second) // the holder's TTL is 30s: only a message gets Java in sooner
-	cl := newClient(t, c)
-	j := newJava(c, 30*time.Second)
+	cl := newClient(t, c, redisson.WithSharding(sharding))
 	name := "gowakes-" + uuid()
 	h, err := cl.GetLock(name).Lock(ctx)
 	if err != nil {
