@@ -562,12 +562,12 @@ func testRWTimeoutKeys(t *testing.T, c redis.UniversalClient) {
 	if ok, _, err := j.tryRead(ctx, name, 1); !ok || err != nil {
 		t.Fatal(ok, err)
 	}
+	if r, err := j.readUnlock(ctx, name, 1); r != 0 || err != nil {
+		t.Fatalf("Java reader's unlock beside a Go reader answered %d (%v): 1 means it deleted the lock under the Go reader", r, err)
+	}
 	key := "{" + name + "}:" + gr.Field() + ":rwlock_timeout:1"
 	if pttl := c.PTTL(ctx, key).Val(); pttl <= 0 {
 		t.Fatalf("the Go reader's timeout key %s: PTTL %v", key, pttl)
-	}
-	if r, err := j.readUnlock(ctx, name, 1); r != 0 || err != nil {
-		t.Fatalf("Java reader's unlock beside a Go reader: %d %v", r, err)
 	}
 	if pttl := c.PTTL(ctx, name).Val(); pttl < 10*time.Second {
 		t.Fatalf("after the Java reader left, the hash lives %v: less than the Go reader's entry", pttl)
