@@ -149,6 +149,9 @@ func testFencedTokens(t *testing.T, c redis.UniversalClient) {
 	if v, _ := c.Get(ctx, "redisson_lock_token:{"+name+"}").Int64(); v != inner.Token() {
 		t.Fatalf("token counter %d, want %d", v, inner.Token())
 	}
+	if ttl := c.PTTL(ctx, "redisson_lock_token:{"+name+"}").Val(); ttl != -1 {
+		t.Fatalf("token counter PTTL %v: Redisson's never expires", ttl)
+	}
 	_ = inner.Unlock(ctx)
 	_ = h.Unlock(ctx)
 	jt, err = j.tryFenced(ctx, name, 1)
