@@ -355,14 +355,14 @@ func (w *jWaiter) close() { _ = w.ps.Close() }
 // polls: only a message or the TTL wakes it. byMessage counts the tries a
 // message caused.
 func (j *javaClient) lock(ctx context.Context, t *testing.T, name string, thread int64, try func() (bool, int64, error), channel string) (byMessage int, err error) {
-	ok, pttl, err := try()
+	ok, _, err := try()
 	if err != nil || ok {
 		return 0, err
 	}
 	w := j.subscribe(ctx, t, channel)
 	defer w.close()
 	for {
-		ok, pttl, err = try()
+		ok, pttl, err := try()
 		if err != nil || ok {
 			return byMessage, err
 		}

@@ -69,6 +69,7 @@ func TestDeployments(t *testing.T) {
 				{"JavaReleaseWakesGo", testJavaWakesGo},
 				{"NoOverlap", testNoOverlap},
 				{"DeadJavaHolderExpires", testDeadJava},
+				{"JavaRenewalKeepsGoOut", testJavaRenewal},
 				{"ForceUnlockIsLoss", testForceUnlockIsLoss},
 				{"ReadWriteModes", testRWModes},
 				{"JavaReadUnlockSeesGoReaders", testRWTimeoutKeys},
@@ -669,4 +670,31 @@ func testRWNoOverlap(t *testing.T, c redis.UniversalClient) {
 		}()
 	}
 	wg.Wait()
+}
+
+// testJavaRenewal: a Java holder whose watchdog renews keeps a Go waiter
+// out past its TTL; Java's renewal checks the field as Go's does.
+func testJavaRenewal(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 30*time.Second)
+	cl := newClient(t, c)
+	j := newJava(c, 2*time.Second)
+	name := "renewed-" + uuid()
+	if ok, _, err := j.tryLock(ctx, name, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	for i := range 6 { // 6 x 500ms: longer than the TTL, with 1.5s to spare each time
+		if ok, err := j.renew(ctx, name, 1); !ok || err != nil {
+			t.Fatalf("renewal %d: %v %v", i, ok, err)
+		}
+		if _, err := cl.GetLock(name).TryLock(ctx); !errors.Is(err, lease.ErrNotAcquired) {
+			t.Fatalf("Go got a renewed Java lock: %v", err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	if ok, _ := j.renew(ctx, name, 2); ok {
+		t.Fatal("a Java renewal by a thread that does not hold succeeded")
+	}
+	if r, err := j.unlock(ctx, name, 1); r != 1 || err != nil {
+		t.Fatal(r, err)
+	}
 }
