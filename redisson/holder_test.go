@@ -79,6 +79,33 @@ func TestCancelledBeforeServerExpiry(t *testing.T) {
 	redistest.WaitNoKeys(t, admin, 2*time.Second)
 }
 
+// TestRenewalsMoveTheDeadline: each renewal is told on Renewals, with
+// the deadline moved forward.
+func TestRenewalsMoveTheDeadline(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer c.Close()
+	cl := newClient(t, c, redisson.WithWatchdogTimeout(300*time.Millisecond))
+	ctx := bounded(t, 30*time.Second)
+	h, err := cl.GetLock("renewals").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := h.Deadline()
+	for range 2 {
+		select {
+		case <-h.Renewals():
+		case <-h.Done():
+			t.Fatalf("lost: %v", context.Cause(h.Context()))
+		case <-ctx.Done():
+			t.Fatal("no renewal told")
+		}
+	}
+	if !h.Deadline().After(first) {
+		t.Fatalf("deadline %v not after the first %v", h.Deadline(), first)
+	}
+	_ = h.Unlock(ctx)
+}
+
 func TestExecWritesOnlyWhileHeld(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer c.Close()

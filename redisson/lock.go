@@ -277,6 +277,8 @@ type hold struct {
 
 	mu    sync.Mutex // orders entries and exits
 	count int        // entries not yet unlocked
+
+	renewed chan struct{} // poked after each successful renewal
 }
 
 // Lost implements watchdog.Holder.
@@ -286,7 +288,15 @@ func (h *hold) Lost(reason error) {
 }
 
 // Renewed implements watchdog.Holder.
-func (h *hold) Renewed(error) {}
+func (h *hold) Renewed(err error) {
+	if err != nil {
+		return
+	}
+	select {
+	case h.renewed <- struct{}{}:
+	default:
+	}
+}
 
 func (c *Client) forget(h *hold) {
 	c.mu.Lock()
@@ -330,7 +340,7 @@ func (c *Client) held(ctx context.Context, l *Lock, key holdKey, owner Owner, a 
 		h.mu.Unlock()
 	}
 	hctx, cancel := context.WithCancelCause(WithOwner(context.WithoutCancel(ctx), owner))
-	h = &hold{c: c, key: key, owner: owner, ctx: hctx, cancel: cancel, count: 1}
+	h = &hold{c: c, key: key, owner: owner, ctx: hctx, cancel: cancel, count: 1, renewed: make(chan struct{}, 1)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c.mu.Lock()
@@ -447,6 +457,18 @@ func (h *Hold) Deadline() time.Time {
 		return time.Time{}
 	}
 	return h.h.entry.Deadline()
+}
+
+// Renewals returns a channel that receives after renewals that moved the
+// deadline (several may fold into one receive), for a supervisor that
+// stops work by Deadline and must look again when it moves. Every Hold of
+// one owner's hold shares it: read it from one goroutine. A nil Hold's is
+// nil.
+func (h *Hold) Renewals() <-chan struct{} {
+	if h == nil {
+		return nil
+	}
+	return h.h.renewed
 }
 
 // Exec applies the writes fn queues in one MULTI/EXEC, only while the
