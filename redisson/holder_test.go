@@ -84,7 +84,7 @@ func TestCancelledBeforeServerExpiry(t *testing.T) {
 func TestRenewalsMoveTheDeadline(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer c.Close()
-	cl := newClient(t, c, redisson.WithWatchdogTimeout(300*time.Millisecond))
+	cl := newClient(t, c, redisson.WithWatchdogTimeout(time.Second))
 	ctx := bounded(t, 30*time.Second)
 	h, err := cl.GetLock("renewals").Lock(ctx)
 	if err != nil {
