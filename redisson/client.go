@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"sync"
@@ -96,6 +97,18 @@ type Client struct {
 	mu     sync.Mutex
 	holds  map[holdKey]*hold
 	closed bool
+
+	// stripes serialize the acquisitions of one field (stripe).
+	stripes [64]sync.Mutex
+}
+
+// stripe returns the mutex that serializes acquisitions of key's field.
+func (c *Client) stripe(key holdKey) *sync.Mutex {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key.raw))
+	_, _ = h.Write([]byte{0})
+	_, _ = h.Write([]byte(key.field))
+	return &c.stripes[h.Sum32()%uint32(len(c.stripes))]
 }
 
 // New returns a Client over c: a *redis.Client for one server (or a

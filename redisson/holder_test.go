@@ -214,3 +214,42 @@ func TestNilHold(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestEntryAfterUnnoticedLoss: the owner's field was deleted (a Java
+// admin's forceUnlock) before the watchdog noticed, and the owner locks
+// again: the new entry is a fresh hold, the old one is lost at once, and
+// its Unlock cannot take the new entry back.
+func TestEntryAfterUnnoticedLoss(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer c.Close()
+	cl := newClient(t, c) // 30s TTL: no renewal comes during the test
+	ctx := bounded(t, 20*time.Second)
+	owner := redisson.WithOwner(ctx, redisson.Owner{ThreadID: 5})
+	lk := cl.GetLock("unnoticed")
+	old, err := lk.Lock(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Del(ctx, "unnoticed").Err(); err != nil {
+		t.Fatal(err)
+	}
+	fresh, err := lk.Lock(owner)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cause := context.Cause(old.Context()); !errors.Is(cause, lease.ErrLost) {
+		t.Fatalf("the old entry's cause %v, want ErrLost", cause)
+	}
+	if fresh.Err() != nil {
+		t.Fatalf("the fresh entry: %v", fresh.Err())
+	}
+	if err := old.Unlock(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("the old entry's Unlock: %v, want ErrNotHeld", err)
+	}
+	if n, _ := c.HGet(ctx, "unnoticed", fresh.Field()).Int(); n != 1 {
+		t.Fatalf("count %d after the old entry's Unlock, want the fresh entry's 1", n)
+	}
+	if err := fresh.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

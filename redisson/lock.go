@@ -197,10 +197,19 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 		if err := ctx.Err(); err != nil {
 			return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, ctxErr(ctx))
 		}
+		// Acquisitions of one owner's field are serialized in the
+		// Client, so that the count the server answers follows the order
+		// in which they are recorded: held trusts a count of 1 to mean
+		// that the owner had nothing there, whatever its local hold says.
+		mu := l.c.stripe(key)
+		mu.Lock()
 		a, err := l.try(ctx, field)
 		if err == nil && a.ok {
-			return l.c.held(ctx, l, key, owner, a)
+			h, herr := l.c.held(ctx, l, key, owner, a)
+			mu.Unlock()
+			return h, herr
 		}
+		mu.Unlock()
 		if err != nil {
 			l.c.cleanup(key, err)
 			if !wait {

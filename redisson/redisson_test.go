@@ -70,6 +70,7 @@ func TestDeployments(t *testing.T) {
 				{"NoOverlap", testNoOverlap},
 				{"DeadJavaHolderExpires", testDeadJava},
 				{"JavaRenewalKeepsGoOut", testJavaRenewal},
+				{"SharedOwnerAgainstJava", testSharedOwner},
 				{"ForceUnlockIsLoss", testForceUnlockIsLoss},
 				{"ReadWriteModes", testRWModes},
 				{"JavaReadUnlockSeesGoReaders", testRWTimeoutKeys},
@@ -696,5 +697,64 @@ func testJavaRenewal(t *testing.T, c redis.UniversalClient) {
 	}
 	if r, err := j.unlock(ctx, name, 1); r != 1 || err != nil {
 		t.Fatal(r, err)
+	}
+}
+
+// testSharedOwner: goroutines sharing one owner (a job id) enter the lock
+// together, each entry counted; a Java holder gets in only when every one
+// of them has left, and the count never goes wrong under the contention.
+func testSharedOwner(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 60*time.Second)
+	name := "shared-" + uuid()
+	cl := newClient(t, c, redisson.WithBackOff(patient))
+	owner := redisson.WithOwner(ctx, redisson.Owner{ThreadID: 99})
+	var goInside, javaInside atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 10 {
+				h, err := cl.GetLock(name).Lock(owner)
+				if err != nil {
+					t.Errorf("go %d: %v", i, err)
+					return
+				}
+				goInside.Add(1)
+				if javaInside.Load() != 0 {
+					t.Errorf("go %d entered while Java held", i)
+				}
+				time.Sleep(time.Millisecond)
+				goInside.Add(-1)
+				if err := h.Unlock(ctx); err != nil {
+					t.Errorf("go %d unlock: %v", i, err)
+				}
+			}
+		}()
+	}
+	j := newJava(c, 30*time.Second)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for range 10 {
+			if _, err := j.lock(ctx, t, name, 1, func() (bool, int64, error) { return j.tryLock(ctx, name, 1) },
+				"redisson_lock__channel:{"+name+"}"); err != nil {
+				t.Error(err)
+				return
+			}
+			javaInside.Add(1)
+			if goInside.Load() != 0 {
+				t.Error("Java entered while Go held")
+			}
+			time.Sleep(time.Millisecond)
+			javaInside.Add(-1)
+			if r, err := j.unlock(ctx, name, 1); r != 1 || err != nil {
+				t.Errorf("java unlock: %d %v", r, err)
+			}
+		}
+	}()
+	wg.Wait()
+	if n := c.Exists(ctx, name).Val(); n != 0 {
+		t.Fatalf("the hash outlived every entry: %v", c.HGetAll(ctx, name).Val())
 	}
 }
