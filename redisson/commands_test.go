@@ -15,7 +15,7 @@ import (
 // sent are the commands docs/security.md lists for package redisson: what
 // a Client sends itself, and what its scripts call.
 var sent = map[string][]string{
-	"client": {"HELLO", "CLIENT", "PING", "EVALSHA", "EVAL", "DEL", "SUBSCRIBE", "UNSUBSCRIBE",
+	"client": {"HELLO", "CLIENT", "PING", "EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE",
 		"WATCH", "HEXISTS", "MULTI", "EXEC", "UNWATCH"},
 	"lua": {"EXISTS", "HEXISTS", "INCR", "HINCRBY", "PEXPIRE", "PTTL", "GET", "SET", "DEL",
 		"PUBLISH", "SPUBLISH", "HGET", "HSET", "HDEL", "HLEN", "HKEYS"},

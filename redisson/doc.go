@@ -40,9 +40,10 @@
 //
 // Each unlock carries a fresh request id and Redisson's unlock latch
 // (3.24+): redisson_unlock_latch:{NAME}:<request id> remembers the answer
-// for WithUnlockLatchTimeout, so an unlock whose reply was lost is sent
-// once more and answered from the latch, not applied twice. Nobody reads
-// another client's latch.
+// for WithUnlockLatchTimeout (at most the watchdog timeout), so an unlock
+// whose reply was lost is sent once more and answered from the latch, not
+// applied twice. Nobody reads another client's latch, so each is left to
+// expire.
 //
 // # Watchdog and TTL
 //

@@ -17,17 +17,18 @@ func TestOptionsAreValidated(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redisAddr})
 	defer c.Close()
 	for name, opts := range map[string][]redisson.Option{
-		"Go TTL above Java's":   {redisson.WithWatchdogTimeout(time.Minute)},
-		"TTL too short":         {redisson.WithWatchdogTimeout(time.Millisecond)},
-		"empty client id":       {redisson.WithClientID("")},
-		"drift factor":          {redisson.WithDrift(1, 0)},
-		"drift eats the TTL":    {redisson.WithDrift(0.9, 0)},
-		"unknown sharding":      {redisson.WithSharding(redisson.Sharding(9))},
-		"nil backoff":           {redisson.WithBackOff(nil)},
-		"latch under 1ms":       {redisson.WithUnlockLatchTimeout(0)},
-		"op timeout":            {redisson.WithOpTimeout(0)},
-		"Java TTL too short":    {redisson.WithJavaWatchdogTimeout(time.Millisecond)},
-		"Go above a short Java": {redisson.WithJavaWatchdogTimeout(5 * time.Second), redisson.WithWatchdogTimeout(6 * time.Second)},
+		"Go TTL above Java's":      {redisson.WithWatchdogTimeout(time.Minute)},
+		"TTL too short":            {redisson.WithWatchdogTimeout(time.Millisecond)},
+		"empty client id":          {redisson.WithClientID("")},
+		"drift factor":             {redisson.WithDrift(1, 0)},
+		"drift eats the TTL":       {redisson.WithDrift(0.9, 0)},
+		"unknown sharding":         {redisson.WithSharding(redisson.Sharding(9))},
+		"nil backoff":              {redisson.WithBackOff(nil)},
+		"latch under 1ms":          {redisson.WithUnlockLatchTimeout(0)},
+		"op timeout":               {redisson.WithOpTimeout(0)},
+		"latch outliving the lock": {redisson.WithWatchdogTimeout(5 * time.Second), redisson.WithUnlockLatchTimeout(6 * time.Second)},
+		"Java TTL too short":       {redisson.WithJavaWatchdogTimeout(time.Millisecond)},
+		"Go above a short Java":    {redisson.WithJavaWatchdogTimeout(5 * time.Second), redisson.WithWatchdogTimeout(6 * time.Second)},
 	} {
 		if _, err := redisson.New(c, opts...); !errors.Is(err, lease.ErrInvalidOption) {
 			t.Errorf("%s: %v, want ErrInvalidOption", name, err)

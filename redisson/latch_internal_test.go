@@ -40,4 +40,24 @@ func TestUnlockLatchAnswersACopy(t *testing.T) {
 	if ttl := c.PTTL(ctx, "redisson_unlock_latch:{latched}:req-1").Val(); ttl <= 0 || ttl > DefaultUnlockLatchTimeout {
 		t.Fatalf("latch PTTL %v", ttl)
 	}
+	// A shorter watchdog timeout bounds the latch too: no key of a lock
+	// outlives its last holder by more than a TTL.
+	short, err := New(c, WithWatchdogTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer short.Close()
+	sh, err := short.GetLock("latched-short").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := short.unlockOnce(ctx, sh.h.key, "req-2"); err != nil {
+		t.Fatal(err)
+	}
+	if ttl := c.PTTL(ctx, "redisson_unlock_latch:{latched-short}:req-2").Val(); ttl <= 0 || ttl > time.Second {
+		t.Fatalf("latch PTTL %v with a 1s watchdog timeout", ttl)
+	}
+	sh.h.mu.Lock()
+	sh.h.count = 0 // unlocked behind the Hold's back above
+	sh.h.mu.Unlock()
 }

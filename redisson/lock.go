@@ -556,16 +556,19 @@ func (h *Hold) Unlock(ctx context.Context) error {
 		c.forget(hd)
 	}
 	request := newUUID()
+	sent := time.Now()
 	res, err := c.unlockOnce(ctx, hd.key, request)
 	var re redis.Error
-	if err != nil && !errors.As(err, &re) {
-		retry, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.opTimeout)
+	if resendBy := sent.Add(c.cfg.latch / 2); err != nil && !errors.As(err, &re) && time.Now().Before(resendBy) {
+		// The first copy may have run: the copy is sent only while its
+		// latch, which lives c.cfg.latch from when the first ran (no
+		// earlier than sent), surely still answers for it, with a
+		// margin for the copy's own way there. The latch is left to
+		// expire rather than deleted: a DEL would cost every unlock a
+		// round trip (Redisson's own DEL names the wrong key).
+		retry, cancel := context.WithDeadline(context.WithoutCancel(ctx), resendBy)
 		res, err = c.unlockOnce(retry, hd.key, request)
 		cancel()
-	}
-	if err == nil {
-		// The latch did its work: the answer is here.
-		_ = c.c.Del(context.WithoutCancel(ctx), latchKey(hd.key.raw, request)).Err()
 	}
 	if last {
 		hd.cancel(lease.ErrReleased)

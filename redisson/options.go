@@ -15,9 +15,12 @@ const (
 	// lock taken without a lease time lives this long past each renewal.
 	DefaultWatchdogTimeout = 30 * time.Second
 	// DefaultUnlockLatchTimeout is how long an unlock's latch key
-	// remembers its answer. Redisson sizes its own from its timeout and
+	// remembers its answer, or the watchdog timeout if shorter (no key
+	// of a lock outlives its last holder by more than a TTL,
+	// docs/design.md S6). Redisson sizes its own from its timeout and
 	// retry settings: (3s + retry delay) × 3 retries with its defaults,
-	// about 13.5s; tenure retries an unlock once, within its own timeout.
+	// about 13.5s; tenure resends an unlock once, and only within half
+	// of it.
 	DefaultUnlockLatchTimeout = 10 * time.Second
 	// MinWatchdogTimeout is the shortest watchdog timeout accepted: below
 	// it the drift and the watchdog's slack leave no room for a renewal.
@@ -50,6 +53,7 @@ type config struct {
 	driftFactor float64
 	driftExtra  time.Duration
 	latch       time.Duration
+	latchSet    bool
 	opTimeout   time.Duration
 	backoff     func() backoff.BackOff
 }
@@ -158,14 +162,16 @@ func WithDrift(factor float64, extra time.Duration) Option {
 
 // WithUnlockLatchTimeout sets how long an unlock's latch key,
 // redisson_unlock_latch:{NAME}:<request id>, remembers its answer (default
-// DefaultUnlockLatchTimeout): a resent unlock within it is answered from
-// the latch rather than applied twice.
+// DefaultUnlockLatchTimeout, or the watchdog timeout if shorter; never
+// more than the watchdog timeout): an unlock whose reply was lost is
+// resent within half of it and answered from the latch rather than
+// applied twice.
 func WithUnlockLatchTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Millisecond {
 			return invalid("unlock latch timeout %v is below 1ms", d)
 		}
-		c.latch = d
+		c.latch, c.latchSet = d, true
 		return nil
 	}
 }
@@ -211,6 +217,12 @@ func (c *config) drift(ttl time.Duration) time.Duration {
 }
 
 func (c *config) check() error {
+	if !c.latchSet {
+		c.latch = min(c.latch, c.ttl)
+	}
+	if c.latch > c.ttl {
+		return invalid("unlock latch timeout %v exceeds the watchdog timeout %v: a latch would outlive its lock", c.latch, c.ttl)
+	}
 	if c.ttl > c.javaTTL {
 		return invalid("watchdog timeout %v exceeds the Java services' %v (WithJavaWatchdogTimeout): a Java reader's renewal would cut a Go reader's TTL short", c.ttl, c.javaTTL)
 	}
