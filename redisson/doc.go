@@ -68,9 +68,11 @@
 // Client publishes with SPUBLISH by default (WithSharding(ShardedOff) for
 // a Java fleet with OFF), and its
 // waiters on a Cluster listen to both kinds, so that they hear every Java
-// client. A waiter subscribes before it looks again, and looks on each
-// message, at the holder's TTL (a holder can die) and at its backoff step
-// (WithBackOff). Each waited-on channel costs a pub/sub connection per
+// client. A waiter subscribes before it looks again, and looks when a
+// message wakes it, at the holder's TTL (a holder can die) and at its
+// backoff step (WithBackOff). As in Redisson's LockPubSub, a "0" wakes one
+// waiter of the Client (the first not woken yet) and a "1" every one; a
+// waiter that leaves without the lock passes its wake on. Each waited-on channel costs a pub/sub connection per
 // kind while someone in the Client waits on it.
 //
 // # What holds when Go and Java share a name

@@ -190,6 +190,7 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 	key := holdKey{kind: l.kind, raw: l.raw, field: field}
 	var wake <-chan struct{}
 	var bo backoff.BackOff
+	got := false // for the deferred stop: a waiter that leaves without the lock passes its wake on
 	for {
 		if l.c.isClosed() {
 			return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, lease.ErrClosed)
@@ -207,6 +208,7 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 		if err == nil && a.ok {
 			h, herr := l.c.held(ctx, l, key, owner, a)
 			mu.Unlock()
+			got = herr == nil
 			return h, herr
 		}
 		mu.Unlock()
@@ -226,7 +228,7 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 			if lerr != nil {
 				return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, lease.ErrClosed)
 			}
-			defer stop()
+			defer func() { stop(!got) }()
 			wake = w
 			continue
 		}

@@ -3,6 +3,7 @@ package redisson
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -34,7 +35,9 @@ type subscription struct {
 	channel string
 	conns   []*redis.PubSub
 	ready   chan struct{} // closed once every kind is confirmed, or failed
-	waiters map[chan struct{}]struct{}
+	// waiters in the order they came: a "0" wakes the first not woken
+	// yet, as Redisson's LockPubSub releases one permit of its latch.
+	waiters []chan struct{}
 }
 
 func newNotifier(c redis.UniversalClient) *notifier {
@@ -47,11 +50,13 @@ var errNotifierClosed = errors.New("redisson: client closed")
 
 // listen registers a waiter on channel and returns the channel it is
 // woken on (one buffered slot: a wake is never lost, several fold into
-// one), and a function that unregisters it. It returns once the
-// subscriptions are confirmed (a message published after that reaches
-// the waiter) or ctx ends; a subscription that failed leaves the waiter
-// to its backoff and the holder's TTL.
-func (n *notifier) listen(ctx context.Context, channel string) (<-chan struct{}, func(), error) {
+// one), and a function that unregisters it: stop(passOn) with passOn
+// true when the waiter leaves without the lock, so that a wake it may
+// have taken goes to the next waiter instead of being lost. It returns
+// once the subscriptions are confirmed (a message published after that
+// reaches the waiter) or ctx ends; a subscription that failed leaves the
+// waiter to its backoff and the holder's TTL.
+func (n *notifier) listen(ctx context.Context, channel string) (<-chan struct{}, func(passOn bool), error) {
 	wake := make(chan struct{}, 1)
 	n.mu.Lock()
 	if n.closed {
@@ -60,19 +65,23 @@ func (n *notifier) listen(ctx context.Context, channel string) (<-chan struct{},
 	}
 	s := n.subs[channel]
 	if s == nil {
-		s = &subscription{channel: channel, ready: make(chan struct{}), waiters: map[chan struct{}]struct{}{}}
+		s = &subscription{channel: channel, ready: make(chan struct{})}
 		n.subs[channel] = s
 		n.open(s)
 	}
-	s.waiters[wake] = struct{}{}
+	s.waiters = append(s.waiters, wake)
 	n.mu.Unlock()
-	stop := func() {
+	stop := func(passOn bool) {
 		n.mu.Lock()
-		delete(s.waiters, wake)
+		if i := slices.Index(s.waiters, wake); i >= 0 {
+			s.waiters = slices.Delete(s.waiters, i, i+1)
+		}
 		var conns []*redis.PubSub
 		if len(s.waiters) == 0 && n.subs[channel] == s {
 			delete(n.subs, channel)
 			conns = s.conns
+		} else if passOn {
+			s.wakeOne()
 		}
 		n.mu.Unlock()
 		for _, ps := range conns {
@@ -135,7 +144,9 @@ func (n *notifier) receive(s *subscription, ps *redis.PubSub, sharded bool, done
 			}
 			continue
 		case *redis.Message:
-			n.wake(s)
+			// Redisson's messages: "0" (UNLOCK_MESSAGE) lets one waiter
+			// look, "1" (READ_UNLOCK_MESSAGE) every one.
+			n.wake(s, m.Payload != "0")
 			continue
 		}
 		if err == nil {
@@ -145,7 +156,7 @@ func (n *notifier) receive(s *subscription, ps *redis.PubSub, sharded bool, done
 			return
 		}
 		done() // a failed subscription: the waiter falls back on its timers
-		n.wake(s)
+		n.wake(s, true)
 		// go-redis dials again on the next Receive: pause, so that a
 		// server that is down is not hammered.
 		time.Sleep(50 * time.Millisecond)
@@ -159,13 +170,29 @@ func (n *notifier) current(s *subscription) bool {
 	return !n.closed && n.subs[s.channel] == s
 }
 
-func (n *notifier) wake(s *subscription) {
+// wake wakes every waiter of s (all), or the first not woken yet.
+func (n *notifier) wake(s *subscription, all bool) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	for w := range s.waiters {
+	if !all {
+		s.wakeOne()
+		return
+	}
+	for _, w := range s.waiters {
 		select {
 		case w <- struct{}{}:
 		default:
+		}
+	}
+}
+
+// wakeOne wakes the first waiter of s not woken yet, under n.mu.
+func (s *subscription) wakeOne() {
+	for _, w := range s.waiters {
+		select {
+		case w <- struct{}{}:
+			return
+		default: // woken already and not yet looking: the next one
 		}
 	}
 }
@@ -177,7 +204,7 @@ func (n *notifier) close() {
 	subs := n.subs
 	n.subs = map[string]*subscription{}
 	for _, s := range subs {
-		for w := range s.waiters {
+		for _, w := range s.waiters {
 			select {
 			case w <- struct{}{}:
 			default:

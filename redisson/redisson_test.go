@@ -71,6 +71,7 @@ func TestDeployments(t *testing.T) {
 				{"DeadJavaHolderExpires", testDeadJava},
 				{"JavaRenewalKeepsGoOut", testJavaRenewal},
 				{"SharedOwnerAgainstJava", testSharedOwner},
+				{"WaitersOfOneClient", testWaitersOfOneClient},
 				{"ForceUnlockIsLoss", testForceUnlockIsLoss},
 				{"ReadWriteModes", testRWModes},
 				{"JavaReadUnlockSeesGoReaders", testRWTimeoutKeys},
@@ -756,5 +757,40 @@ func testSharedOwner(t *testing.T, c redis.UniversalClient) {
 	wg.Wait()
 	if n := c.Exists(ctx, name).Val(); n != 0 {
 		t.Fatalf("the hash outlived every entry: %v", c.HGetAll(ctx, name).Val())
+	}
+}
+
+// testWaitersOfOneClient: several waiters of one Client behind a Java
+// holder: a "0" wakes one of them (as Redisson's LockPubSub lets one
+// thread of a process look), and each release wakes the next, so every
+// one gets the lock without a poll (their backoff is an hour, the TTL 30s).
+func testWaitersOfOneClient(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 20*time.Second)
+	cl := newClient(t, c, redisson.WithBackOff(patient))
+	j := newJava(c, 30*time.Second)
+	name := "onewaker-" + uuid()
+	if ok, _, err := j.tryLock(ctx, name, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	const waiters = 5
+	done := make(chan error, waiters)
+	for range waiters {
+		go func() {
+			h, err := cl.GetLock(name).Lock(ctx)
+			if err == nil {
+				time.Sleep(time.Millisecond)
+				err = h.Unlock(ctx)
+			}
+			done <- err
+		}()
+	}
+	waitSubscribers(t, c, "redisson_lock__channel:{"+name+"}")
+	if r, err := j.unlock(ctx, name, 1); r != 1 || err != nil {
+		t.Fatal(r, err)
+	}
+	for range waiters {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
 	}
 }
