@@ -72,6 +72,7 @@ func TestDeployments(t *testing.T) {
 				{"JavaRenewalKeepsGoOut", testJavaRenewal},
 				{"SharedOwnerAgainstJava", testSharedOwner},
 				{"WaitersOfOneClient", testWaitersOfOneClient},
+				{"Downgrade", testDowngrade},
 				{"ForceUnlockIsLoss", testForceUnlockIsLoss},
 				{"ReadWriteModes", testRWModes},
 				{"JavaReadUnlockSeesGoReaders", testRWTimeoutKeys},
@@ -792,5 +793,53 @@ func testWaitersOfOneClient(t *testing.T, c redis.UniversalClient) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// testDowngrade: a Go writer reads under its write hold (Redisson lets the
+// writer's thread read), then leaves the write lock: the hash turns to mode
+// read, so a Java reader gets in and a Java writer does not, until the Go
+// read entry leaves too.
+func testDowngrade(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 20*time.Second)
+	cl := newClient(t, c)
+	j := newJava(c, 30*time.Second)
+	name := "downgrade-" + uuid()
+	rw := cl.GetReadWriteLock(name)
+	w, err := rw.WriteLock().Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := rw.ReadLock().Lock(w.Context()) // the same owner
+	if err != nil {
+		t.Fatalf("the writer's read: %v", err)
+	}
+	if r.Field()+":write" != w.Field() {
+		t.Fatalf("fields %q and %q are not one owner's", r.Field(), w.Field())
+	}
+	if ok, _, _ := j.tryRead(ctx, name, 1); ok {
+		t.Fatal("a Java reader entered beside a Go writer")
+	}
+	if err := w.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := c.HGet(ctx, name, "mode").Val(); m != "read" {
+		t.Fatalf("mode %q after the writer left its read entry behind", m)
+	}
+	if ok, _, _ := j.tryWrite(ctx, name, 2); ok {
+		t.Fatal("a Java writer entered beside a Go reader")
+	}
+	if ok, _, err := j.tryRead(ctx, name, 1); !ok || err != nil {
+		t.Fatalf("a Java reader after the downgrade: %v %v", ok, err)
+	}
+	if r.Err() != nil {
+		t.Fatalf("the Go read entry ended: %v", r.Err())
+	}
+	_, _ = j.readUnlock(ctx, name, 1)
+	if err := r.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Exists(ctx, name).Val(); n != 0 {
+		t.Fatal("the hash outlived its last reader")
 	}
 }
