@@ -85,8 +85,13 @@
 //	Mutual exclusion while Redis keeps the hash  holds        holds while the Java holder's lock
 //	  [NoOverlap, ReadWriteNoOverlap]                         lives; see "outlives" below
 //	A release wakes the other side's waiters     holds        holds: "0"/"1" on Redisson's channel,
-//	  [GoReleaseWakesJava, JavaReleaseWakesGo]                PUBLISH or SPUBLISH, both heard
-//	Re-entry counts, entries of one owner        holds        holds on both sides [ReentryCounts]
+//	  [GoReleaseWakesJava, JavaReleaseWakesGo,                PUBLISH or SPUBLISH, both heard
+//	  WaitersOfOneClient]
+//	Re-entry counts, entries of one owner        holds        holds on both sides [ReentryCounts,
+//	                                                          SharedOwnerAgainstJava,
+//	                                                          TestEntryAfterUnnoticedLoss]
+//	The read-write lock's mode follows its       holds        holds [ReadWriteModes, Downgrade]
+//	  holders
 //	A dead holder's lock expires                 holds        holds: a Go waiter gets a dead Java
 //	                                                          holder's lock at its TTL
 //	                                                          [DeadJavaHolderExpires]
