@@ -254,3 +254,57 @@ func TestEntryAfterUnnoticedLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestTimedOutAcquireLeavesNoPhantom: an acquire whose reply does not come
+// in time may still run on the server (docs/design.md S7): the owner takes
+// back the entry it may have been given, so that nobody finds the name
+// held by a phantom for a whole TTL.
+func TestTimedOutAcquireLeavesNoPhantom(t *testing.T) {
+	srv := redistest.Start(t)
+	admin := srv.Client(t)
+	c := redis.NewClient(&redis.Options{Addr: srv.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer c.Close()
+	cl := newClient(t, c, redisson.WithOpTimeout(20*time.Second))
+	ctx := context.Background()
+	// Scripts loaded first, so that the acquire is one EVALSHA.
+	h, err := cl.GetLock("phantom").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Unlock(ctx)
+
+	if err := srv.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	paused := true
+	defer func() {
+		if paused {
+			_ = srv.Resume()
+		}
+	}()
+	got := make(chan error, 1)
+	go func() {
+		tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+		defer cancel()
+		_, err := cl.GetLock("phantom").TryLock(tctx)
+		got <- err // returns once the cleanup answered
+	}()
+	// The acquire is in the paused server's socket, its caller gone; the
+	// server runs it on resuming, and the cleanup after it.
+	time.Sleep(300 * time.Millisecond)
+	if err := srv.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	paused = false
+	select {
+	case err := <-got:
+		if !errors.Is(err, lease.ErrNotAcquired) {
+			t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("TryLock did not return")
+	}
+	if n := admin.Exists(ctx, "phantom").Val(); n != 0 {
+		t.Fatalf("a phantom holds the name: %v", admin.HGetAll(ctx, "phantom").Val())
+	}
+}
