@@ -105,6 +105,9 @@
 //	Exec writes only while held; Do reports loss holds        holds for the Go holder
 //	  [TestExecWritesOnlyWhileHeld, TestDoReportsLoss]
 //	A resent unlock is applied once (latch)      holds        holds [TestUnlockLatchAnswersACopy]
+//	An acquire whose reply timed out is taken    holds        holds for the Go holder
+//	  back, no phantom for a TTL (S7)
+//	  [TestTimedOutAcquireLeavesNoPhantom]
 //	Renewal never shortens the hash              holds        Go's never does; Java's reader sets
 //	  [JavaReadUnlockSeesGoReaders,                           its own TTL, so Go's TTL must not
 //	  TestOptionsAreValidated]                                exceed Java's: checked by New
@@ -119,6 +122,12 @@
 //	                                                          thread may run on after the hash
 //	                                                          expired and a Go holder took it
 //	                                                          [DeadJavaHolderExpires]
+//
+// Redisson sends its lock scripts without retries (syncedEvalNoRetry): a
+// lock script that ran twice would count one entry twice. Give a Client a
+// go-redis client that does not resend them either: MaxRetries -1, or
+// timeouts from contexts (ContextTimeoutEnabled), after which go-redis
+// does not resend.
 //
 // What no lock can promise (docs/design.md, "What no lease can promise")
 // applies on both sides: a pause longer than the hold's remaining life, a
