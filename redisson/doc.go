@@ -125,9 +125,8 @@
 //
 // Redisson sends its lock scripts without retries (syncedEvalNoRetry): a
 // lock script that ran twice would count one entry twice. Give a Client a
-// go-redis client that does not resend them either: MaxRetries -1, or
-// timeouts from contexts (ContextTimeoutEnabled), after which go-redis
-// does not resend.
+// go-redis client that does not resend them either (MaxRetries -1): by
+// default go-redis may resend a command whose reply timed out.
 //
 // What no lock can promise (docs/design.md, "What no lease can promise")
 // applies on both sides: a pause longer than the hold's remaining life, a
