@@ -3,6 +3,7 @@ package redisson_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -306,5 +307,25 @@ func TestTimedOutAcquireLeavesNoPhantom(t *testing.T) {
 	}
 	if n := admin.Exists(ctx, "phantom").Val(); n != 0 {
 		t.Fatalf("a phantom holds the name: %v", admin.HGetAll(ctx, "phantom").Val())
+	}
+}
+
+// TestRefusalEndsTheWait: a name whose key is not a lock (a string, here)
+// is a refusal that waiting does not change: Lock returns it at once
+// rather than waiting until its context ends.
+func TestRefusalEndsTheWait(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer c.Close()
+	ctx := context.Background()
+	if err := c.Set(ctx, "not-a-lock", "x", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Del(ctx, "not-a-lock")
+	cl := newClient(t, c)
+	wctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	_, err := cl.GetLock("not-a-lock").Lock(wctx)
+	if !errors.Is(err, lease.ErrNotAcquired) || wctx.Err() != nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Fatalf("Lock on a string: %v (wait ended: %v)", err, wctx.Err())
 	}
 }

@@ -211,10 +211,14 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 			got = herr == nil
 			return h, herr
 		}
+		if err != nil {
+			// Under the stripe: a concurrent entry of the same owner,
+			// granted but not yet recorded, must not be taken back.
+			l.c.cleanup(key, err)
+		}
 		mu.Unlock()
 		if err != nil {
-			l.c.cleanup(key, err)
-			if !wait {
+			if !wait || refused(err) {
 				return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, err)
 			}
 		} else if !wait {
@@ -268,6 +272,23 @@ func (c *Client) cleanup(key holdKey, err error) {
 	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.opTimeout)
 	defer cancel()
 	_, _ = c.unlockOnce(ctx, key, newUUID())
+}
+
+// refused reports whether err is the server's refusal, which waiting
+// does not change (the name's key of another type, a user without the
+// right), rather than a passing state (loading, a Cluster or a script
+// busy, a failover under way) or a transport error.
+func refused(err error) bool {
+	var re redis.Error
+	if !errors.As(err, &re) {
+		return false
+	}
+	for _, passing := range []string{"LOADING", "BUSY", "TRYAGAIN", "CLUSTERDOWN", "MASTERDOWN", "READONLY"} {
+		if redis.HasErrorPrefix(err, passing) {
+			return false
+		}
+	}
+	return true
 }
 
 func (c *Client) isClosed() bool {
