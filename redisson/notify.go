@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -153,6 +154,11 @@ func (n *notifier) receive(s *subscription, ps *redis.PubSub, sharded bool, done
 			continue // a pong
 		}
 		if errors.Is(err, redis.ErrClosed) || !n.current(s) {
+			return
+		}
+		if sharded && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
+			// A server older than 7.0 has no SSUBSCRIBE, nor SPUBLISH:
+			// every message there is classic, heard by the other kind.
 			return
 		}
 		done() // a failed subscription: the waiter falls back on its timers
