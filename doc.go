@@ -13,6 +13,9 @@
 //     n holders of a name, each permit a lease.
 //   - [github.com/tenure-go/tenure/rwlock]: read-write locks, writers first,
 //     with Downgrade.
+//   - [github.com/tenure-go/tenure/redisson]: Redisson's locks (RLock,
+//     RFencedLock, RReadWriteLock) on their own keys, shared with Java
+//     services.
 //   - [github.com/tenure-go/tenure/election]: leader election on a lease,
 //     with the leader's identity and term, observers and a health check.
 //   - [github.com/tenure-go/tenure/inspect]: a read-only view of who holds

@@ -53,7 +53,7 @@ type contendedResult struct {
 
 func contendedImpls() []impl {
 	return []impl{
-		tenureImpl(),
+		tenureImpl(), redissonImpl(),
 		redsyncImpl(0), redsyncImpl(time.Millisecond),
 		redislockImpl(100 * time.Millisecond), redislockImpl(time.Millisecond),
 		baselineImpl(),

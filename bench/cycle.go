@@ -33,7 +33,7 @@ type cycleResult struct {
 }
 
 func runCycles(ctx context.Context, cfg runConfig, addr string) ([]cycleResult, error) {
-	impls := []impl{tenureImpl(), redsyncImpl(0), redislockImpl(0), baselineImpl()}
+	impls := []impl{tenureImpl(), redissonImpl(), redsyncImpl(0), redislockImpl(0), baselineImpl()}
 	type built struct {
 		impl
 		l locker

@@ -1,8 +1,9 @@
 // Package inspect reads who holds tenure's names, for code and tools that
 // ask "who holds X?" without taking part: a read-only view of the keys that
 // packages lease, reentrant, semaphore, rwlock and election write (the
-// layout is docs/design.md section 3). The tenure command's status and list
-// are built on it.
+// layout is docs/design.md section 3), and, with ReadRedisson, the locks
+// Redisson (and package redisson) hold. The tenure command's status and
+// list are built on it.
 //
 // A lease's token, the holder's proof of ownership, is never returned: only
 // the holder identity (lease.WithHolder) and the metadata

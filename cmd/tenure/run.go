@@ -202,6 +202,7 @@ longer than a dead holder would.
 
 func newRunCmd(g *globals) *cobra.Command {
 	var o runOptions
+	var asRedisson bool
 	cmd := &cobra.Command{
 		Use: "run [flags] NAME [--] COMMAND [ARGS...]\n  tenure run -n N [flags] NAME [--] COMMAND [ARGS...]\n" +
 			"  tenure run --shared [flags] NAME [--] COMMAND [ARGS...]\n  tenure run [flags] NAME",
@@ -247,10 +248,14 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			r := &runner{g: g, o: o, name: inv.name, argv: inv.argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
 				waitGiven: cmd.Flags().Changed("wait")}
+			if asRedisson {
+				return r.runRedisson(cmd) // redisson.go
+			}
 			return r.run()
 		},
 	}
 	o.add(cmd)
+	addRedissonFlag(cmd, &asRedisson, runRedissonUsage)
 	// COMMAND's flags are its own: tenure's stop at NAME.
 	cmd.Flags().SetInterspersed(false)
 	return cmd

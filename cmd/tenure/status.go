@@ -75,6 +75,7 @@ refuses the user, tenure exits (status 78).
 
 func newStatusCmd(g *globals) *cobra.Command {
 	o := statusOptions{interval: durationFlag(time.Second)}
+	var asRedisson bool
 	cmd := &cobra.Command{
 		Use:   "status [flags] NAME\n  tenure status --check [-n N] NAME\n  tenure status --watch [flags] NAME...",
 		Short: "Show who holds NAME: kind, TTL left, fence, holders, leader",
@@ -86,6 +87,9 @@ func newStatusCmd(g *globals) *cobra.Command {
 		Args:              cobra.MinimumNArgs(1),
 		ValidArgsFunction: g.completeNames,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if asRedisson {
+				return showRedisson(cmd, g, o, args) // redisson.go
+			}
 			if err := o.validate(cmd, args); err != nil {
 				return err
 			}
@@ -111,6 +115,7 @@ func newStatusCmd(g *globals) *cobra.Command {
 	cmd.Flags().Var(&o.interval, "interval", "with --watch, how often to read the NAMEs")
 	cmd.Flags().IntVarP(&o.permits, "permits", "n", 0, "a semaphore's number of permits N: show how many of N are free "+
 		"(the N stored with held permits is shown anyway)")
+	addRedissonFlag(cmd, &asRedisson, statusRedissonUsage)
 	return cmd
 }
 

@@ -1,0 +1,106 @@
+package redisson_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/redisson"
+	"github.com/tenure-go/tenure/tests/redistest"
+)
+
+// sent are the commands docs/security.md lists for package redisson: what
+// a Client sends itself, and what its scripts call.
+var sent = map[string][]string{
+	"client": {"HELLO", "CLIENT", "PING", "EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE",
+		"WATCH", "HEXISTS", "MULTI", "EXEC", "UNWATCH"},
+	"lua": {"EXISTS", "HEXISTS", "INCR", "HINCRBY", "PEXPIRE", "PTTL", "GET", "SET", "DEL",
+		"PUBLISH", "SPUBLISH", "HGET", "HSET", "HDEL", "HLEN", "HKEYS"},
+}
+
+// TestCommandsAsDocumented runs every feature of the package under
+// MONITOR and checks that it sends only what docs/security.md says.
+func TestCommandsAsDocumented(t *testing.T) {
+	srv := redistest.Start(t)
+	mon := srv.Monitor(t)
+	c := srv.Client(t)
+	cl := newClient(t, c, redisson.WithWatchdogTimeout(time.Second))
+	ctx := bounded(t, 30*time.Second)
+
+	h, err := cl.GetFencedLock("{docs}").Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := cl.GetFencedLock("{docs}").Lock(h.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := make(chan error, 1)
+	go func() {
+		w, err := newClient(t, c).GetFencedLock("{docs}").Lock(ctx)
+		if err == nil {
+			err = w.Unlock(ctx)
+		}
+		waiter <- err
+	}()
+	waitSubscribers(t, c, "redisson_lock__channel:{docs}")
+	select { // a renewal
+	case <-h.Renewals():
+	case <-ctx.Done():
+		t.Fatal("no renewal")
+	}
+	if _, err := h.Exec(ctx, func(p redis.Pipeliner) error { p.Set(ctx, "{docs}:x", 1, time.Second); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	_ = inner.Unlock(ctx)
+	_ = h.Unlock(ctx)
+	if err := <-waiter; err != nil {
+		t.Fatal(err)
+	}
+	rw := cl.GetReadWriteLock("rwdocs")
+	r1, _ := rw.ReadLock().Lock(ctx)
+	r2, _ := rw.ReadLock().Lock(ctx)
+	_ = r1.Unlock(ctx)
+	_ = r2.Unlock(ctx)
+	wl, err := rw.WriteLock().Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.WriteLock().ForceUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := wl.Unlock(ctx); err == nil {
+		t.Fatal("unlock after a force unlock succeeded")
+	}
+	if _, err := cl.GetLock("plain").TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = cl.Close()
+
+	cmds := mon.Stop(t)
+	if len(cmds) < 20 {
+		t.Fatalf("only %d commands seen", len(cmds))
+	}
+	for _, cmd := range cmds {
+		if len(cmd.Args) == 0 || strings.EqualFold(cmd.Args[0], "monitor") {
+			continue
+		}
+		name := strings.ToUpper(cmd.Args[0])
+		who := "client"
+		if cmd.Client == "lua" {
+			who = "lua"
+		}
+		if name == "SET" && who == "client" && strings.HasPrefix(cmd.Args[1], "{docs}:") {
+			continue // the command Exec's fn queued
+		}
+		if name == "PUBSUB" {
+			continue // the test's own (waitSubscribers)
+		}
+		if !slices.Contains(sent[who], name) {
+			t.Errorf("%s sent %v, which docs/security.md does not list", who, cmd.Args)
+		}
+	}
+}

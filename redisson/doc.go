@@ -1,0 +1,134 @@
+// Package redisson takes the locks that Java services take with Redisson:
+// the same keys, fields, scripts' effects and messages, so that a Go
+// service and a Java service exclude each other on one name. Go holders
+// get tenure's watchdog: a context cancelled before Redis could let anyone
+// else in, renewal and release that check the holder's field, loss
+// detection, and errors for errors.Is (lease.ErrNotAcquired,
+// lease.ErrLost, lease.ErrNotHeld, lease.ErrReleased, lease.ErrClosed).
+//
+// The protocol was read from Redisson's own source, versions 3.24.0 to
+// 3.52.0 (RedissonLock, RedissonBaseLock, RedissonFencedLock,
+// RedissonReadLock, RedissonWriteLock, LockPubSub, renewal.LockTask and
+// ReadLockTask, Config): their lock scripts do the same from 3.24 on, but
+// for the watchdog, which renews each lock alone before 3.44 and in
+// batches since, with the same effect on each lock. tenure's scripts
+// (scripts/*.lua) are its own, written from that reading.
+//
+// # The locks
+//
+//   - Client.GetLock is an RLock: a hash at the name (as the NameMapper
+//     maps it: WithNamePrefix), whose one field <client id>:<thread id>
+//     counts its holder's entries. The last unlock deletes the hash and
+//     publishes "0" on redisson_lock__channel:{NAME}.
+//   - Client.GetFencedLock is an RFencedLock: each entry also draws a token
+//     with INCR from redisson_lock_token:{NAME}, the counter Java's draws
+//     from (Hold.Token). Like Java's, that counter never expires.
+//   - Client.GetReadWriteLock is an RReadWriteLock: one hash with a "mode"
+//     field ("read" or "write"), each reader's field with its count, a
+//     writer's field ending in ":write"; each read entry i of a reader has
+//     a key {NAME}:<field>:rwlock_timeout:<i> with its own TTL, from which
+//     a reader's unlock sets the hash's; messages go on
+//     redisson_rwlock:{NAME} ("0" from a reader, "1" from a writer).
+//
+// An owner is a pair (client id, thread id) that a context carries
+// (WithOwner), as package reentrant carries its owner: a Lock under a
+// context whose owner holds the lock enters it again, and every Hold's
+// context carries its owner. Without one, Lock makes a fresh owner: the
+// Client's id, a random thread id. The Client's id is a fresh random UUID
+// (WithClientID sets one). A goroutine id is never used: work moves
+// between goroutines, and they come and go.
+//
+// Each unlock carries a fresh request id and Redisson's unlock latch
+// (3.24+): redisson_unlock_latch:{NAME}:<request id> remembers the answer
+// for WithUnlockLatchTimeout (at most the watchdog timeout), so an unlock
+// whose reply was lost is sent once more and answered from the latch, not
+// applied twice. Nobody reads another client's latch, so each is left to
+// expire.
+//
+// # Watchdog and TTL
+//
+// A Go hold lives WithWatchdogTimeout (default 30s, Redisson's
+// lockWatchdogTimeout) and is renewed every third of it by tenure's
+// package watchdog; its context is cancelled by the local deadline,
+// sent + ttl − drift, sent being when the request that set the TTL was
+// sent (docs/design.md S2). A renewal that finds the field gone loses the
+// hold with lease.ErrLost; one that cannot reach Redis retries until the
+// deadline. tenure's renewal sets a TTL only when it lengthens it; a Java
+// reader's renewal sets the read-write lock's hash to its own watchdog
+// time outright, so a Go TTL above the Java services' would be cut short:
+// New refuses a WithWatchdogTimeout above WithJavaWatchdogTimeout
+// (default 30s), for every kind of lock.
+//
+// # Pub/sub
+//
+// On one server (or a Sentinel group) releases are PUBLISHed, as Redisson
+// does. On a Cluster, Redisson 3.22+ with its default
+// shardedSubscriptionMode AUTO publishes with SPUBLISH and listens with
+// SSUBSCRIBE (Redis 7.0+), and with OFF uses PUBLISH and SUBSCRIBE: a Go
+// Client publishes with SPUBLISH by default (WithSharding(ShardedOff) for
+// a Java fleet with OFF), and its
+// waiters on a Cluster listen to both kinds, so that they hear every Java
+// client. A waiter subscribes before it looks again, and looks when a
+// message wakes it, at the holder's TTL (a holder can die) and at its
+// backoff step (WithBackOff). As in Redisson's LockPubSub, a "0" wakes one
+// waiter of the Client (the first not woken yet) and a "1" every one; a
+// waiter that leaves without the lock passes its wake on. Each waited-on channel costs a pub/sub connection per
+// kind while someone in the Client waits on it.
+//
+// # What holds when Go and Java share a name
+//
+// Promise by promise; each is tested (the test names are in brackets,
+// those under TestDeployments run on one server and on a Cluster).
+//
+//	Promise                                      Go holders   Go beside Java holders
+//	-------------------------------------------  -----------  ------------------------------------
+//	Mutual exclusion while Redis keeps the hash  holds        holds while the Java holder's lock
+//	  [NoOverlap, ReadWriteNoOverlap]                         lives; see "outlives" below
+//	A release wakes the other side's waiters     holds        holds: "0"/"1" on Redisson's channel,
+//	  [GoReleaseWakesJava, JavaReleaseWakesGo,                PUBLISH or SPUBLISH, both heard
+//	  WaitersOfOneClient]
+//	Re-entry counts, entries of one owner        holds        holds on both sides [ReentryCounts,
+//	                                                          SharedOwnerAgainstJava,
+//	                                                          TestEntryAfterUnnoticedLoss]
+//	The read-write lock's mode follows its       holds        holds [ReadWriteModes, Downgrade]
+//	  holders
+//	A dead holder's lock expires                 holds        holds: a Go waiter gets a dead Java
+//	                                                          holder's lock at its TTL
+//	                                                          [DeadJavaHolderExpires]
+//	Context cancelled before the server expiry   holds        holds for the Go holder
+//	  [TestCancelledBeforeServerExpiry]
+//	Field-checked unlock and renewal; a second   holds        holds for the Go holder
+//	  unlock or one after loss is ErrNotHeld
+//	  [ReentryCounts, ForceUnlockIsLoss]
+//	Loss detection at the next renewal (ErrLost) holds        holds for the Go holder, a Java
+//	  [ForceUnlockIsLoss, TestDoReportsLoss]                  forceUnlock included
+//	Exec writes only while held; Do reports loss holds        holds for the Go holder
+//	  [TestExecWritesOnlyWhileHeld, TestDoReportsLoss]
+//	A resent unlock is applied once (latch)      holds        holds [TestUnlockLatchAnswersACopy]
+//	An acquire whose reply timed out is taken    holds        holds for the Go holder
+//	  back, no phantom for a TTL (S7)
+//	  [TestTimedOutAcquireLeavesNoPhantom]
+//	Renewal never shortens the hash              holds        Go's never does; Java's reader sets
+//	  [JavaReadUnlockSeesGoReaders,                           its own TTL, so Go's TTL must not
+//	  TestOptionsAreValidated]                                exceed Java's: checked by New
+//	A read unlock keeps the hash for the other   holds        holds: Go's timeout keys are named
+//	  readers [JavaReadUnlockSeesGoReaders]                   as Java's
+//	Close releases and tells waiters             holds        holds [TestCloseReleasesAndTellsJava]
+//	Fencing tokens from one counter              RFencedLock  RFencedLock on both sides: holds
+//	  [FencedTokens]                                          [FencedTokens]; plain RLock holders
+//	                                                          draw none: cannot
+//	Exclusion against a Java holder that         n/a          cannot: Redisson never tells a Java
+//	  outlives its lock                                       holder its renewal failed, so its
+//	                                                          thread may run on after the hash
+//	                                                          expired and a Go holder took it
+//	                                                          [DeadJavaHolderExpires]
+//
+// Redisson sends its lock scripts without retries (syncedEvalNoRetry): a
+// lock script that ran twice would count one entry twice. Give a Client a
+// go-redis client that does not resend them either (MaxRetries -1): by
+// default go-redis may resend a command whose reply timed out.
+//
+// What no lock can promise (docs/design.md, "What no lease can promise")
+// applies on both sides: a pause longer than the hold's remaining life, a
+// clock jump on the Redis host, a failover that loses the hash.
+package redisson
