@@ -93,7 +93,9 @@ func (r *runner) runRedisson(cmd *cobra.Command) error {
 			return fmt.Sprintf("Redisson lock %q was lost: %s", r.name, oneLine(bare(cause)))
 		},
 	}
-	code, lost, err := supervise(r.argv, env, r.sigs, hd, r.o.f.timing(), r.stderr)
+	// dead (the group is confirmed gone) matters only to a revoked tenure
+	// lease (release_revoked.lua); a Redisson lock is never revoked.
+	code, lost, _, err := supervise(r.argv, env, r.sigs, hd, r.o.f.timing(), r.stderr)
 	// The unlock is bounded by --release-timeout, and after a loss by the
 	// local deadline too: tenure's exit must come before anyone else could
 	// be let in.
