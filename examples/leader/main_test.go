@@ -50,7 +50,12 @@ func TestRun(t *testing.T) {
 	if n := strings.Count(out.String(), " leads: term "); n != 3 {
 		t.Errorf("%d terms, want 3", n)
 	}
-	if got := strings.Count(out.String(), `has no leader`); got < 2 {
-		t.Errorf("the observer reported no leader %d times, want at the start and at the end", got)
+	// At the end, after the last resignation, the observer reports no
+	// leader. Whether it also saw none at the start depends on which of
+	// it and the first candidate the scheduler ran first (a loaded machine
+	// had a leader before the observer's first look).
+	resigns := strings.Index(out.String(), " resigns\n")
+	if i := strings.LastIndex(out.String(), `has no leader`); resigns < 0 || i < resigns {
+		t.Errorf("the observer did not report that nobody leads after the last resignation")
 	}
 }
