@@ -38,6 +38,11 @@
 // (WithClientID sets one). A goroutine id is never used: work moves
 // between goroutines, and they come and go.
 //
+// Lock.IsLocked, HoldCount, IsHeldByOwner and RemainingTTL answer what
+// RLock's isLocked, getHoldCount, isHeldByThread and remainTimeToLive do,
+// for Go and Java holders alike; HoldCount and IsHeldByOwner ask about the
+// owner the context carries.
+//
 // Each unlock carries a fresh request id and Redisson's unlock latch
 // (3.24+): redisson_unlock_latch:{NAME}:<request id> remembers the answer
 // for WithUnlockLatchTimeout (at most the watchdog timeout), so an unlock
