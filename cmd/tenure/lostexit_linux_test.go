@@ -61,7 +61,8 @@ func takeOnceFree(t *testing.T, name string, within time.Duration) *lease.Lease 
 // client had NAME.
 func TestCutOffHoldExitsFirst(t *testing.T) {
 	proxy := redistest.StartProxy(t, srv.Addr())
-	h := startHold(t, tenure("--redis", "redis://"+proxy.Addr(), "run", "--ttl", "2s", "cutoff-hold"))
+	// TTL 10s, for the margin (TestCutOffElectExitsFirst says why).
+	h := startHold(t, tenure("--redis", "redis://"+proxy.Addr(), "run", "--ttl", "10s", "cutoff-hold"))
 	proxy.BlackHole(true)
 	l := takeOnceFree(t, "cutoff-hold", 30*time.Second)
 	t.Cleanup(func() { _ = l.Release(context.Background()) })
@@ -94,7 +95,8 @@ func cutOffCommandExitsFirst(t *testing.T, sub, name string) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	proxy := redistest.StartProxy(t, srv.Addr())
 	var stderr bytes.Buffer
-	a := tenure("--redis", "redis://"+proxy.Addr(), sub, "--ttl", "2s", name, "--", "sh", "-c", stubborn, "sh", pidFile)
+	// TTL 10s, for the margin (TestCutOffElectExitsFirst says why).
+	a := tenure("--redis", "redis://"+proxy.Addr(), sub, "--ttl", "10s", name, "--", "sh", "-c", stubborn, "sh", pidFile)
 	a.Stderr = &stderr
 	pgid, pids := startStubborn(t, a, pidFile)
 	proxy.BlackHole(true)
