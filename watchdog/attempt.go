@@ -89,7 +89,7 @@ func (w *Watchdog[I]) take(b *batch[I]) bool {
 	n := min(len(w.ready), w.cfg.BatchSize)
 	b.entries, b.reqs = b.entries[:0], b.reqs[:0]
 	cutoff := int64(w.trips.cutoff())
-	wait := int64(w.trips.wait())
+	wait := 2 * cutoff // a second attempt waits twice the round trips seen lately
 	shed := w.overloaded(now)
 	b.limit, b.hedgeAt, b.lateAt = never, never, never
 	for range n {

@@ -68,15 +68,9 @@ func (r *roundTrips) rotate(now int64) {
 	}
 }
 
-// wait is how long a second attempt waits for the first to answer.
-func (r *roundTrips) wait() time.Duration {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return 2 * r.patience
-}
-
-// cutoff is the longest round trip seen lately, below which a lease's loss
-// is too near to share a batch with others (attempt.go's take).
+// cutoff is the longest round trip seen lately: a lease whose loss is
+// nearer goes in a batch of its own kind, and a second attempt waits twice
+// it (attempt.go's take).
 func (r *roundTrips) cutoff() time.Duration {
 	r.mu.Lock()
 	defer r.mu.Unlock()

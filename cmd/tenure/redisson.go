@@ -47,16 +47,8 @@ func (r *runner) runRedisson(cmd *cobra.Command) error {
 	case r.o.metadata != "" || cmd.Flags().Changed("holder"):
 		return fail(exitUsage, "--redisson: a Redisson lock stores no holder identity or metadata, only its owner field")
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r.sigs = newSigRouter(cancel, r.stderr)
-	defer r.sigs.stop()
-	wctx := ctx
-	if !r.o.wait.forever && r.o.wait.d > 0 {
-		var wcancel context.CancelFunc
-		wctx, wcancel = context.WithTimeout(ctx, r.o.wait.d)
-		defer wcancel()
-	}
+	ctx, wctx, done := r.begin()
+	defer done()
 	client, err := r.g.connectFor(ctx, "run --redisson")
 	if err != nil {
 		return err

@@ -287,18 +287,8 @@ type runner struct {
 }
 
 func (r *runner) run() error {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	r.sigs = newSigRouter(cancel, r.stderr)
-	defer r.sigs.stop()
-
-	// --wait bounds the whole wait: for Redis to answer, then for NAME.
-	wctx := ctx
-	if !r.o.wait.forever && r.o.wait.d > 0 {
-		var wcancel context.CancelFunc
-		wctx, wcancel = context.WithTimeout(ctx, r.o.wait.d)
-		defer wcancel()
-	}
+	ctx, wctx, done := r.begin()
+	defer done()
 	client, err := r.connect(ctx, wctx)
 	if err != nil {
 		return err
@@ -386,4 +376,21 @@ func (r *runner) connect(ctx, wctx context.Context) (*conns, error) {
 		return nil, fail(signalStatus(s), "interrupted by %s while waiting for Redis", signalName(s))
 	}
 	return client, err
+}
+
+// begin starts a run: ctx, which a signal cancels (r.sigs routes them),
+// and wctx, ctx bounded by --wait, which bounds the whole wait: for Redis
+// to answer, then for NAME. done ends both and stops the routing.
+func (r *runner) begin() (ctx, wctx context.Context, done func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	r.sigs = newSigRouter(cancel, r.stderr)
+	wctx, wcancel := ctx, context.CancelFunc(func() {})
+	if !r.o.wait.forever && r.o.wait.d > 0 {
+		wctx, wcancel = context.WithTimeout(ctx, r.o.wait.d)
+	}
+	return ctx, wctx, func() {
+		wcancel()
+		r.sigs.stop()
+		cancel()
+	}
 }
