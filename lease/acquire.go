@@ -293,7 +293,8 @@ func (w *wait) attempt(ctx context.Context) (*Lease, backend.Acquisition, error)
 	}
 	switch {
 	case err != nil:
-		if backend.MaybeApplied(err) {
+		var u unsent
+		if backend.MaybeApplied(err) && !errors.As(err, &u) {
 			w.queued = false // the abandon that follows takes us out of the queue
 		}
 		return nil, res, err
@@ -490,7 +491,7 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 	}
 	defer m.bg.leave()
 	if ctx.Err() != nil {
-		return nil, backend.Acquisition{}, notAcquired(req.Name, false, false, ctxError(ctx))
+		return nil, backend.Acquisition{}, unsent{notAcquired(req.Name, false, false, ctxError(ctx))}
 	}
 	sent := time.Now()
 	res, err := m.send(ctx, req)
@@ -510,6 +511,15 @@ func (m *Manager) try(ctx context.Context, req backend.Request, a acquireConfig)
 	l, err := m.hold(ctx, req, a, res, sent)
 	return l, res, err
 }
+
+// unsent is the error of an attempt whose caller gave up before its
+// request went out: the server saw nothing, so no abandon follows, and a
+// fair waiter's place from an earlier attempt is still to be left. Without
+// the mark the error (a context's) would read as maybe applied, and the
+// place would block the waiters behind it until the queue forgot it.
+type unsent struct{ error }
+
+func (e unsent) Unwrap() error { return e.error }
 
 // send sends one acquire request. When the caller gives up before the
 // answer (or the answer is unknown), the request is taken back in the

@@ -332,3 +332,46 @@ func TestSyncOverloadLossesSayOverloaded(t *testing.T) {
 		}
 	})
 }
+
+// A fair waiter whose caller gives up between a wake-up and its next
+// attempt leaves the queue: its request never went out, so no abandon
+// follows to take it out, and the waiters behind it would wait until the
+// queue forgot it. (The interleaving rwlock's TestWriterThatGivesUpWakesReaders
+// met by chance: a timer and the caller's cancel at one instant.)
+func TestSyncWaiterGivingUpBeforeItsAttemptLeavesTheQueue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := backend.NewFake()
+		m := fakeManager(t, fake, WithFair(true))
+		bg := context.Background()
+		holder, err := m.Acquire(bg, "job")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := m.acquireConfig("job", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var attempts int
+		w := m.newWait(backend.Request{Name: "job", TTL: a.ttl}, a, &attempts)
+		ctx, giveUp := context.WithCancel(bg)
+		if l, res, err := w.attempt(ctx); err != nil || l != nil || res.Arrival == 0 {
+			t.Fatalf("first attempt: lease %v, %+v, %v; want a place in the queue", l, res, err)
+		}
+		giveUp()
+		if _, _, err := w.attempt(ctx); !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+			t.Fatalf("attempt after giving up: %v", err)
+		}
+		w.end()
+		synctest.Wait()
+		if err := holder.Release(bg); err != nil {
+			t.Fatal(err)
+		}
+		// Fair, the next caller gets in only once nobody is queued ahead.
+		next, err := m.TryAcquire(bg, "job")
+		if err != nil {
+			t.Fatalf("the name, free, after the only waiter gave up: %v (left %d, abandoned %d)",
+				err, fake.Calls("leave"), fake.Calls("abandon"))
+		}
+		_ = next.Release(bg)
+	})
+}
