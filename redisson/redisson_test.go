@@ -77,6 +77,7 @@ func TestDeployments(t *testing.T) {
 				{"ReadWriteModes", testRWModes},
 				{"JavaReadUnlockSeesGoReaders", testRWTimeoutKeys},
 				{"ReadWriteNoOverlap", testRWNoOverlap},
+				{"FairOrder", testFairOrder},
 			} {
 				t.Run(s.name, func(t *testing.T) { s.run(t, d.c) })
 			}
