@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/redisson"
 	"github.com/tenure-go/tenure/tests/redistest"
 )
@@ -316,4 +317,226 @@ func testFairOrder(t *testing.T, c redis.UniversalClient) {
 			t.Errorf("%s outlived the last waiter", k)
 		}
 	}
+}
+
+// heard waits for a message on w: Redisson's UNLOCK_MESSAGE.
+func heard(ctx context.Context, t *testing.T, w *jWaiter, what string) {
+	t.Helper()
+	select {
+	case m := <-w.msgs:
+		if m.Payload != "0" {
+			t.Fatalf("%s: message %q, want 0", what, m.Payload)
+		}
+	case <-ctx.Done():
+		t.Fatalf("%s: no message on the waiter's channel", what)
+	}
+}
+
+// testFairGoWakesJava: a Go fair release publishes to the first Java
+// waiter's own channel.
+func testFairGoWakesJava(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 20*time.Second) // the holder's TTL is 30s: only a message gets Java in sooner
+	cl := newClient(t, c)
+	j := newJava(c, 30*time.Second)
+	name := "fairgowakes-" + uuid()
+	h, err := cl.GetFairLock(name).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, _, err := j.fairTry(ctx, name, 1, 5*time.Minute); ok || err != nil {
+		t.Fatalf("Java entered a lock Go holds: %v %v", ok, err)
+	}
+	w := j.subscribe(ctx, t, j.fairChannel(name, 1))
+	defer w.close()
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	heard(ctx, t, w, "the Java waiter after a Go release")
+	if ok, _, err := j.fairTry(ctx, name, 1, 5*time.Minute); !ok || err != nil {
+		t.Fatalf("Java after the message: %v %v", ok, err)
+	}
+	if q := queueOf(ctx, t, c, name); len(q) != 0 {
+		t.Fatalf("queue %v after the first waiter got in", q)
+	}
+	if r, err := j.fairUnlock(ctx, name, 1); r != 1 || err != nil {
+		t.Fatal(r, err)
+	}
+}
+
+// testFairJavaWakesGo: a Java fair release wakes the first Go waiter,
+// whose backoff is an hour and whose holder's TTL is 30s.
+func testFairJavaWakesGo(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 20*time.Second)
+	cl := newClient(t, c, redisson.WithBackOff(patient))
+	j := newJava(c, 30*time.Second)
+	name := "fairjavawakes-" + uuid()
+	if ok, _, err := j.fairTry(ctx, name, 1, 5*time.Minute); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	owner := redisson.WithOwner(ctx, redisson.Owner{ThreadID: 9})
+	got := make(chan error, 1)
+	go func() {
+		h, err := cl.GetFairLock(name).Lock(owner)
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(ctx, t, c, name, cl.ID()+":9")
+	waitSubscribers(t, c, cl.GetFairLock(name).Channel()+":"+cl.ID()+":9")
+	if r, err := j.fairUnlock(ctx, name, 1); r != 1 || err != nil {
+		t.Fatal(r, err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Go waiter: %v (only the message could wake it in time)", err)
+	}
+}
+
+// testFairGiveUp: a Go waiter that gives up leaves the queue, so that the
+// Java waiter behind it is the one a release wakes (its wait being 5
+// minutes, only the message gets it in).
+func testFairGiveUp(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 20*time.Second)
+	cl := newClient(t, c, redisson.WithBackOff(patient))
+	j := newJava(c, 30*time.Second)
+	name := "fairgiveup-" + uuid()
+	goField := cl.ID() + ":5"
+	giveUp := func() (context.CancelFunc, chan error) {
+		wctx, cancel := context.WithCancel(redisson.WithOwner(ctx, redisson.Owner{ThreadID: 5}))
+		done := make(chan error, 1)
+		go func() {
+			_, err := cl.GetFairLock(name).Lock(wctx)
+			done <- err
+		}()
+		waitQueued(ctx, t, c, name, goField)
+		return cancel, done
+	}
+	gaveUp := func(cancel context.CancelFunc, done chan error) {
+		cancel()
+		if err := <-done; !errors.Is(err, lease.ErrNotAcquired) {
+			t.Fatalf("a Go waiter that gave up: %v", err)
+		}
+		if q := queueOf(ctx, t, c, name); len(q) != 1 || q[0] != j.field(1) {
+			t.Fatalf("queue %v after the Go waiter gave up, want only Java's", q)
+		}
+	}
+	if ok, _, err := j.fairTry(ctx, name, 2, 5*time.Minute); !ok || err != nil { // the holder
+		t.Fatal(ok, err)
+	}
+	cancel, done := giveUp()
+	if ok, _, err := j.fairTry(ctx, name, 1, 5*time.Minute); ok || err != nil { // behind Go
+		t.Fatal(ok, err)
+	}
+	w := j.subscribe(ctx, t, j.fairChannel(name, 1))
+	defer w.close()
+	gaveUp(cancel, done)
+	if r, err := j.fairUnlock(ctx, name, 2); r != 1 || err != nil {
+		t.Fatal(r, err)
+	}
+	heard(ctx, t, w, "the Java waiter behind one that gave up")
+	if ok, _, err := j.fairTry(ctx, name, 1, 5*time.Minute); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	_, _ = j.fairUnlock(ctx, name, 1)
+}
+
+// testFairDeadJavaWaiter: a Java waiter that died queued is told of the
+// release and never comes; once its timeout (its threadWaitTime, 300ms,
+// past the holder's TTL, both in its clock) has passed, the Go waiter
+// behind it drops it and gets in. The Go waiter's backoff is an hour: it
+// looks again when the holder's TTL or the dead waiter's time runs out.
+func testFairDeadJavaWaiter(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 20*time.Second)
+	cl := newClient(t, c, redisson.WithBackOff(patient))
+	holder := newJava(c, time.Second)
+	dead := newJava(c, 30*time.Second)
+	name := "fairdead-" + uuid()
+	if ok, _, err := holder.fairTry(ctx, name, 1, 5*time.Minute); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if ok, _, err := dead.fairTry(ctx, name, 1, 300*time.Millisecond); ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	owner := redisson.WithOwner(ctx, redisson.Owner{ThreadID: 4})
+	got := make(chan error, 1)
+	go func() {
+		h, err := cl.GetFairLock(name).Lock(owner)
+		if err == nil {
+			err = h.Unlock(ctx)
+		}
+		got <- err
+	}()
+	waitQueued(ctx, t, c, name, cl.ID()+":4")
+	if q := queueOf(ctx, t, c, name); len(q) != 2 || q[0] != dead.field(1) {
+		t.Fatalf("queue %v, want the dead waiter first", q)
+	}
+	if r, err := holder.fairUnlock(ctx, name, 1); r != 1 || err != nil { // tells the dead waiter only
+		t.Fatal(r, err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("Go waiter behind a dead one: %v", err)
+	}
+	if s := c.ZScore(ctx, jPrefix("redisson_lock_timeout", name), dead.field(1)); s.Err() == nil {
+		t.Fatalf("the dead waiter kept its timeout %v", s.Val())
+	}
+}
+
+// testFairReentryAndForce: a Go fair holder's entries count; a Go owner
+// does not jump a Java waiter queued first, even with the lock free; a
+// ForceUnlock tells the first waiter.
+func testFairReentryAndForce(t *testing.T, c redis.UniversalClient) {
+	ctx := bounded(t, 20*time.Second)
+	cl := newClient(t, c)
+	j := newJava(c, 30*time.Second)
+	name := "fairreentry-" + uuid()
+	lk := cl.GetFairLock(name)
+	h, err := lk.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	holds := []*redisson.Hold{h}
+	for range 2 {
+		inner, err := lk.Lock(h.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		holds = append(holds, inner)
+	}
+	if n, _ := lk.HoldCount(h.Context()); n != 3 || c.HGet(ctx, name, h.Field()).Val() != "3" {
+		t.Fatalf("count %d after three entries", n)
+	}
+	if ok, _, err := j.fairTry(ctx, name, 1, 5*time.Minute); ok || err != nil {
+		t.Fatalf("Java entered a lock Go holds: %v %v", ok, err)
+	}
+	if q := queueOf(ctx, t, c, name); len(q) != 1 {
+		t.Fatalf("queue %v: Go's re-entries must not queue", q)
+	}
+	for i := 2; i > 0; i-- {
+		if err := holds[i].Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if v := c.HGet(ctx, name, h.Field()).Val(); v != fmt.Sprint(i) {
+			t.Fatalf("count %s after an unlock, want %d", v, i)
+		}
+	}
+	w := j.subscribe(ctx, t, j.fairChannel(name, 1))
+	defer w.close()
+	if ok, err := newClient(t, c).GetFairLock(name).ForceUnlock(ctx); !ok || err != nil {
+		t.Fatalf("ForceUnlock = %v, %v", ok, err)
+	}
+	heard(ctx, t, w, "the first waiter after a ForceUnlock")
+	// Free, with Java first: another Go owner neither takes it nor queues.
+	if _, err := lk.TryLock(ctx); !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("Go TryLock jumped the Java waiter: %v", err)
+	}
+	if q := queueOf(ctx, t, c, name); len(q) != 1 || q[0] != j.field(1) {
+		t.Fatalf("queue %v after a TryLock, which never queues", q)
+	}
+	if ok, _, err := j.fairTry(ctx, name, 1, 5*time.Minute); !ok || err != nil {
+		t.Fatalf("the Java waiter after the ForceUnlock: %v %v", ok, err)
+	}
+	if err := h.Unlock(ctx); !errors.Is(err, lease.ErrNotHeld) {
+		t.Fatalf("unlock after a ForceUnlock: %v", err)
+	}
+	_, _ = j.fairUnlock(ctx, name, 1)
 }
