@@ -124,7 +124,7 @@ func ExampleClient_GetFairLock() {
 		}
 		waiting <- w
 	}()
-	for rdb.LLen(ctx, "redisson_lock_queue:{payouts}").Val() == 0 {
+	for i := 0; i < 10000 && rdb.LLen(ctx, "redisson_lock_queue:{payouts}").Val() == 0; i++ {
 		time.Sleep(time.Millisecond)
 	}
 	fmt.Println(rdb.LIndex(ctx, "redisson_lock_queue:{payouts}", 0).Val() == client.ID()+":2")

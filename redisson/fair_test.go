@@ -165,7 +165,8 @@ func (j *javaClient) fairLock(ctx context.Context, t *testing.T, name string, th
 // TestRLockIsNoFairLock backs what docs/design.md section 13 says of a Go
 // RLock on a name Java takes as an RFairLock: it excludes Java's fair
 // holders (one hash), but jumps their queue, and its release is published
-// on the RLock's channel only, never on a fair waiter's own.
+// on the RLock's channel only, never on a fair waiter's own. Client.GetFairLock
+// is the Go side of an RFairLock (the Fair* cases of TestDeployments).
 func TestRLockIsNoFairLock(t *testing.T) {
 	srv := redistest.Start(t)
 	c := srv.Client(t)
