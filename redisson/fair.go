@@ -80,6 +80,13 @@ func (l *Lock) leave(key holdKey, fw fairArgs) {
 	_ = fairLeaveScript.Run(ctx, l.c.c, keys, key.field, fw.wait, l.c.publish).Err()
 }
 
+// leaveUnless leaves the queue unless *got: the take got the lock.
+func (l *Lock) leaveUnless(got *bool, key holdKey, fw fairArgs) {
+	if !*got {
+		l.leave(key, fw)
+	}
+}
+
 // forceFair is ForceUnlock for an RFairLock: the first waiter is told.
 func (l *Lock) forceFair(ctx context.Context) (bool, error) {
 	keys := []string{l.raw, queueKey(l.raw), timeoutKey(l.raw), lockChannel(l.raw)}

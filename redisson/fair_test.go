@@ -313,6 +313,12 @@ func testFairOrder(t *testing.T, c redis.UniversalClient) {
 	if !slices.Equal(tr.log, want) {
 		t.Fatalf("turns %v, want the queue's order %v", tr.log, want)
 	}
+	noFairKeys(ctx, t, c, name)
+}
+
+// noFairKeys fails the test if name's hash, queue or timeouts exist.
+func noFairKeys(ctx context.Context, t *testing.T, c redis.UniversalClient, name string) {
+	t.Helper()
 	for _, k := range fairKeys(name) {
 		if n := c.Exists(ctx, k).Val(); n != 0 {
 			t.Errorf("%s outlived the last waiter", k)

@@ -189,13 +189,7 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 	var bo backoff.BackOff
 	got := false // for the deferred stop: a waiter that leaves without the lock passes its wake on
 	if fw.queue {
-		// A fair waiter that gives up leaves the queue, as Java's
-		// acquireFailed does, so that those behind it are not held up.
-		defer func() {
-			if !got {
-				l.leave(key, fw)
-			}
-		}()
+		defer l.leaveUnless(&got, key, fw) // Java's acquireFailed: do not hold up those behind
 	}
 	for {
 		if err := l.stillWanted(ctx); err != nil {
@@ -220,12 +214,8 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 			l.c.cleanup(key, err)
 		}
 		mu.Unlock()
-		if err != nil {
-			if !wait || refused(err) {
-				return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, err)
-			}
-		} else if !wait {
-			return nil, fmt.Errorf("%w: %q is held by another owner", lease.ErrNotAcquired, l.name)
+		if err := l.stop(err, wait); err != nil {
+			return nil, err
 		}
 		if bo == nil {
 			bo = l.c.cfg.backoff()
@@ -243,8 +233,8 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 		if pause == backoff.Stop {
 			return nil, fmt.Errorf("%w: %q: the backoff policy gave up", lease.ErrNotAcquired, l.name)
 		}
-		if err == nil && a.pttl >= 0 && time.Duration(a.pttl)*time.Millisecond < pause {
-			pause = time.Duration(a.pttl) * time.Millisecond
+		if err == nil && a.pttl >= 0 {
+			pause = min(pause, time.Duration(a.pttl)*time.Millisecond)
 		}
 		sleep(ctx, wake, pause)
 	}
@@ -265,6 +255,18 @@ func (l *Lock) ownerKey(ctx context.Context) (Owner, holdKey) {
 		field += ":write"
 	}
 	return owner, holdKey{kind: l.kind, raw: l.raw, field: field}
+}
+
+// stop returns why a failed attempt (err, nil if the lock was held) ends
+// the take: it does when the take does not wait, or the server refused.
+func (l *Lock) stop(err error, wait bool) error {
+	switch {
+	case err != nil && (!wait || refused(err)):
+		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, err)
+	case err == nil && !wait:
+		return fmt.Errorf("%w: %q is held by another owner", lease.ErrNotAcquired, l.name)
+	}
+	return nil
 }
 
 // stillWanted returns why a wait must end before its next attempt: the
