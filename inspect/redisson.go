@@ -27,7 +27,9 @@ const (
 // pipelined round trip. Owners are the hash's fields, <client id>:<thread
 // id> (a writer's ending in ":write"), with their re-entry counts; Fence
 // is the RFencedLock counter redisson_lock_token:{NAME} (0 when the name
-// was never fenced); TTL is the hash's. Nothing it returns is a secret: a
+// was never fenced); TTL is the hash's; Waiting is the length of the
+// RFairLock queue redisson_lock_queue:{NAME} (0 for other kinds), waiters
+// whose timeout has passed included until an attempt drops them. Nothing it returns is a secret: a
 // Redisson lock has no token beyond its owner field.
 func ReadRedisson(ctx context.Context, c redis.UniversalClient, namePrefix string, names ...string) ([]Holding, error) {
 	type rreads struct {
@@ -35,6 +37,7 @@ func ReadRedisson(ctx context.Context, c redis.UniversalClient, namePrefix strin
 		pttl   *redis.DurationCmd
 		fields *redis.MapStringStringCmd
 		token  *redis.StringCmd
+		queue  *redis.IntCmd
 	}
 	all := make([]rreads, len(names))
 	sent, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
@@ -45,6 +48,7 @@ func ReadRedisson(ctx context.Context, c redis.UniversalClient, namePrefix strin
 				pttl:   p.PTTL(ctx, raw),
 				fields: p.HGetAll(ctx, raw),
 				token:  p.Get(ctx, redissonPrefixName("redisson_lock_token", raw)),
+				queue:  p.LLen(ctx, redissonPrefixName("redisson_lock_queue", raw)),
 			}
 		}
 		return nil
@@ -61,6 +65,7 @@ func ReadRedisson(ctx context.Context, c redis.UniversalClient, namePrefix strin
 		r := all[i]
 		h := Holding{Name: n, Kind: Kind(r.typ.Val())}
 		h.Fence, _ = strconv.ParseInt(r.token.Val(), 10, 64)
+		h.Waiting = r.queue.Val()
 		switch h.Kind {
 		case "none":
 			h.Kind = Free

@@ -37,12 +37,25 @@ func TestReadRedisson(t *testing.T) {
 	if _, err := cl.GetReadWriteLock("w").WriteLock().Lock(owner); err != nil {
 		t.Fatal(err)
 	}
-	hs, err := inspect.ReadRedisson(ctx, raw, "app:", "fenced", "rw", "w", "free")
+	if _, err := cl.GetFairLock("fair").Lock(owner); err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	waited := make(chan error, 1)
+	go func() { _, err := cl.GetFairLock("fair").Lock(wctx); waited <- err }()
+	defer func() { stop(); <-waited }()
+	for raw.LLen(ctx, "redisson_lock_queue:{app:fair}").Val() == 0 && ctx.Err() == nil {
+		time.Sleep(5 * time.Millisecond)
+	}
+	hs, err := inspect.ReadRedisson(ctx, raw, "app:", "fenced", "rw", "w", "free", "fair")
 	if err != nil {
 		t.Fatal(err)
 	}
 	field := cl.ID() + ":3"
-	f, rw, w, free := hs[0], hs[1], hs[2], hs[3]
+	f, rw, w, free, fair := hs[0], hs[1], hs[2], hs[3], hs[4]
+	if fair.Kind != inspect.RedissonLock || fair.Owners[field] != 1 || fair.Waiting != 1 {
+		t.Errorf("fair lock with a waiter: %+v", fair)
+	}
 	if f.Kind != inspect.RedissonLock || f.Owners[field] != 2 || len(f.Owners) != 1 || f.Fence != 2 || f.TTL <= 0 {
 		t.Errorf("fenced lock: %+v", f)
 	}
@@ -52,7 +65,7 @@ func TestReadRedisson(t *testing.T) {
 	if w.Kind != inspect.RedissonWrite || w.Owners[field+":write"] != 1 || len(w.Owners) != 1 {
 		t.Errorf("write lock: %+v", w)
 	}
-	if free.Kind != inspect.Free || free.TTL != 0 || len(free.Owners) != 0 {
+	if free.Kind != inspect.Free || free.TTL != 0 || len(free.Owners) != 0 || free.Waiting != 0 {
 		t.Errorf("free: %+v", free)
 	}
 }

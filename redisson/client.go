@@ -39,6 +39,16 @@ var (
 	writeUnlockSrc string
 	//go:embed scripts/renew.lua
 	renewSrc string
+	//go:embed scripts/fair_prune.lua
+	fairPruneSrc string
+	//go:embed scripts/fair_lock.lua
+	fairLockSrc string
+	//go:embed scripts/fair_unlock.lua
+	fairUnlockSrc string
+	//go:embed scripts/fair_force.lua
+	fairForceSrc string
+	//go:embed scripts/fair_leave.lua
+	fairLeaveSrc string
 
 	// Each runs with EVALSHA, and EVAL when the server does not know it
 	// (go-redis's Script.Run).
@@ -50,6 +60,10 @@ var (
 	writeLockScript   = redis.NewScript(writeLockSrc)
 	writeUnlockScript = redis.NewScript(publishSrc + writeUnlockSrc)
 	renewScript       = redis.NewScript(renewSrc)
+	fairLockScript    = redis.NewScript(fairPruneSrc + fairLockSrc)
+	fairUnlockScript  = redis.NewScript(publishSrc + fairPruneSrc + fairUnlockSrc)
+	fairForceScript   = redis.NewScript(publishSrc + fairPruneSrc + fairForceSrc)
+	fairLeaveScript   = redis.NewScript(publishSrc + fairLeaveSrc)
 )
 
 // MaxNameLen is the longest name accepted, in bytes, prefix included.
@@ -198,10 +212,11 @@ const (
 	fencedLock             // RFencedLock
 	readLock               // RReadWriteLock.readLock()
 	writeLock              // RReadWriteLock.writeLock()
+	fairLock               // RFairLock
 )
 
 func (k kind) String() string {
-	return [...]string{"lock", "fenced lock", "read lock", "write lock"}[k]
+	return [...]string{"lock", "fenced lock", "read lock", "write lock", "fair lock"}[k]
 }
 
 // holdKey names one hold: an owner's field in one lock's hash.
@@ -245,6 +260,12 @@ func suffixName(raw, suffix string) string {
 func lockChannel(raw string) string { return prefixName("redisson_lock__channel", raw) }
 func rwChannel(raw string) string   { return prefixName("redisson_rwlock", raw) }
 func tokenKey(raw string) string    { return prefixName("redisson_lock_token", raw) }
+
+// An RFairLock's queue of waiting fields and their timeouts. Redisson
+// 3.52 names them after the mapped name, as here; before 3.52 after the
+// name as given, which differs only under a NameMapper (WithNamePrefix).
+func queueKey(raw string) string   { return prefixName("redisson_lock_queue", raw) }
+func timeoutKey(raw string) string { return prefixName("redisson_lock_timeout", raw) }
 func latchKey(raw, request string) string {
 	return prefixName("redisson_unlock_latch", raw) + ":" + request
 }

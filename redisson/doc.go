@@ -8,10 +8,13 @@
 //
 // The protocol was read from Redisson's own source, versions 3.24.0 to
 // 3.52.0 (RedissonLock, RedissonBaseLock, RedissonFencedLock,
-// RedissonReadLock, RedissonWriteLock, LockPubSub, renewal.LockTask and
-// ReadLockTask, Config): their lock scripts do the same from 3.24 on, but
-// for the watchdog, which renews each lock alone before 3.44 and in
-// batches since, with the same effect on each lock. tenure's scripts
+// RedissonFairLock, RedissonReadLock, RedissonWriteLock, LockPubSub,
+// renewal.LockTask and ReadLockTask, Config): their lock scripts do the
+// same from 3.24 on, but for the watchdog, which renews each lock alone
+// before 3.44 and in batches since, with the same effect on each lock,
+// and for the RFairLock's queue keys, which 3.52 names after the mapped
+// name and earlier versions after the name as given (the same without a
+// NameMapper: see docs/design.md section 13 for the other differences). tenure's scripts
 // (scripts/*.lua) are its own, written from that reading.
 //
 // # The locks
@@ -29,6 +32,14 @@
 //     a key {NAME}:<field>:rwlock_timeout:<i> with its own TTL, from which
 //     a reader's unlock sets the hash's; messages go on
 //     redisson_rwlock:{NAME} ("0" from a reader, "1" from a writer).
+//   - Client.GetFairLock is an RFairLock: an RLock's hash, whose waiters
+//     queue first come, first served in redisson_lock_queue:{NAME}, each
+//     with a timeout in redisson_lock_timeout:{NAME} (a time in the wall
+//     clock of the client that queued it), and each listening on its own
+//     channel, redisson_lock__channel:{NAME}:<field>. A release publishes
+//     "0" to the first waiter alone; a Lock that gives up leaves the queue
+//     as Java's acquireFailed does, and passes on a wake that may have
+//     been its own. TryLock never queues, and never jumps a waiter.
 //
 // An owner is a pair (client id, thread id) that a context carries
 // (WithOwner), as package reentrant carries its owner: a Lock under a
@@ -78,7 +89,8 @@
 // backoff step (WithBackOff). As in Redisson's LockPubSub, a "0" wakes one
 // waiter of the Client (the first not woken yet) and a "1" every one; a
 // waiter that leaves without the lock passes its wake on. Each waited-on channel costs a pub/sub connection per
-// kind while someone in the Client waits on it.
+// kind while someone in the Client waits on it; an RFairLock's waiters
+// each wait on a channel of their own, so each costs its own.
 //
 // # What holds when Go and Java share a name
 //
@@ -122,6 +134,20 @@
 //	Fencing tokens from one counter              RFencedLock  RFencedLock on both sides: holds
 //	  [FencedTokens]                                          [FencedTokens]; plain RLock holders
 //	                                                          draw none: cannot
+//	RFairLock: first come, first served, Go and  same as      holds while the clients' clocks agree
+//	  Java in one queue [FairOrder,              beside Java  and no waiter outwaits its slot (its
+//	  FairReentryAndForceUnlock]                              timeout, in its own clock: the one
+//	                                                          before it's plus its wait); a skewed
+//	                                                          clock can reorder or drop waiters;
+//	                                                          exclusion (the hash) is unaffected
+//	RFairLock: a release wakes the first waiter  holds        holds: "0" on the waiter's own
+//	  [FairGoReleaseWakesJava,                                channel, both pub/sub kinds
+//	  FairJavaReleaseWakesGo]
+//	RFairLock: a waiter that gives up, or dies,  same as      a Go waiter leaves the queue (Java's
+//	  does not hold up the queue                 beside Java  acquireFailed); a dead one, Go or
+//	  [FairGiveUpLeavesQueue,                                 Java, is skipped once its timeout has
+//	  FairDeadJavaWaiterSkipped,                              passed in the clock of whoever looks
+//	  TestFairLeavePassesWake]                                next
 //	Exclusion against a Java holder that         n/a          cannot: Redisson never tells a Java
 //	  outlives its lock                                       holder its renewal failed, so its
 //	                                                          thread may run on after the hash

@@ -3,6 +3,7 @@ package redisson_test
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -93,4 +94,45 @@ func ExampleClient_GetReadWriteLock() {
 	// read
 	// writer waits
 	// write
+}
+
+// A Go service waits in the queue of a Java service's
+// redisson.getFairLock("payouts"): waiters get in first come, first
+// served, each woken on its own channel by the release before it.
+func ExampleClient_GetFairLock() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	client, err := redisson.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	fair := client.GetFairLock("payouts")
+
+	h, err := fair.Lock(ctx)
+	if err != nil {
+		panic(err)
+	}
+	waiting := make(chan *redisson.Hold)
+	go func() {
+		// Queues in redisson_lock_queue:{payouts}, listens on
+		// redisson_lock__channel:{payouts}:<its field>.
+		w, err := fair.Lock(redisson.WithOwner(ctx, redisson.Owner{ThreadID: 2}))
+		if err != nil {
+			panic(err)
+		}
+		waiting <- w
+	}()
+	for i := 0; i < 10000 && rdb.LLen(ctx, "redisson_lock_queue:{payouts}").Val() == 0; i++ {
+		time.Sleep(time.Millisecond)
+	}
+	fmt.Println(rdb.LIndex(ctx, "redisson_lock_queue:{payouts}", 0).Val() == client.ID()+":2")
+	_ = h.Unlock(ctx) // publishes 0 to the first waiter's channel
+	w := <-waiting
+	fmt.Println(rdb.LLen(ctx, "redisson_lock_queue:{payouts}").Val())
+	_ = w.Unlock(ctx)
+	// Output:
+	// true
+	// 0
 }

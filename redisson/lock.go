@@ -63,7 +63,9 @@ func (l *Lock) Key() string { return l.raw }
 
 // Channel returns the channel the lock's releases are published on:
 // redisson_lock__channel:{NAME} for an RLock and an RFencedLock,
-// redisson_rwlock:{NAME} for either half of an RReadWriteLock.
+// redisson_rwlock:{NAME} for either half of an RReadWriteLock. An
+// RFairLock's releases go to its first waiter alone, on this channel
+// followed by ":" and the waiter's field.
 func (l *Lock) Channel() string {
 	if l.kind == readLock || l.kind == writeLock {
 		return rwChannel(l.raw)
@@ -120,6 +122,9 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if l.err != nil {
 		return false, l.err
 	}
+	if l.kind == fairLock {
+		return l.forceFair(ctx)
+	}
 	keys := []string{l.raw, l.Channel()}
 	args := []any{"0", l.c.publish}
 	switch l.kind {
@@ -142,7 +147,7 @@ type attempt struct {
 	sent  time.Time
 }
 
-func (l *Lock) try(ctx context.Context, field string) (attempt, error) {
+func (l *Lock) try(ctx context.Context, field string, fw fairArgs) (attempt, error) {
 	ttl := ms(l.c.cfg.ttl)
 	a := attempt{sent: time.Now()}
 	var v []int64
@@ -158,6 +163,8 @@ func (l *Lock) try(ctx context.Context, field string) (attempt, error) {
 		v, err = readLockScript.Run(ctx, l.c.c, []string{l.raw, timeoutPrefix(l.raw, field)}, ttl, field, field+":write").Int64Slice()
 	case writeLock:
 		v, err = writeLockScript.Run(ctx, l.c.c, []string{l.raw}, ttl, field).Int64Slice()
+	case fairLock:
+		v, err = l.tryFair(ctx, field, fw, a.sent)
 	}
 	if err != nil {
 		return a, err
@@ -176,27 +183,17 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
-	owner, ok := OwnerFrom(ctx)
-	switch {
-	case !ok:
-		owner = Owner{ClientID: l.c.id, ThreadID: newThreadID()}
-	case owner.ClientID == "":
-		owner.ClientID = l.c.id
-	}
-	field := owner.Field()
-	if l.kind == writeLock {
-		field += ":write"
-	}
-	key := holdKey{kind: l.kind, raw: l.raw, field: field}
+	owner, key := l.ownerKey(ctx)
+	fw := l.fairArgs(ctx, wait)
 	var wake <-chan struct{}
 	var bo backoff.BackOff
 	got := false // for the deferred stop: a waiter that leaves without the lock passes its wake on
+	if fw.queue {
+		defer l.leaveUnless(&got, key, fw) // Java's acquireFailed: do not hold up those behind
+	}
 	for {
-		if l.c.isClosed() {
-			return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, lease.ErrClosed)
-		}
-		if err := ctx.Err(); err != nil {
-			return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, ctxErr(ctx))
+		if err := l.stillWanted(ctx); err != nil {
+			return nil, err
 		}
 		// Acquisitions of one owner's field are serialized in the
 		// Client, so that the count the server answers follows the order
@@ -204,7 +201,7 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 		// that the owner had nothing there, whatever its local hold says.
 		mu := l.c.stripe(key)
 		mu.Lock()
-		a, err := l.try(ctx, field)
+		a, err := l.try(ctx, key.field, fw)
 		if err == nil && a.ok {
 			h, herr := l.c.held(ctx, l, key, owner, a)
 			mu.Unlock()
@@ -217,18 +214,14 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 			l.c.cleanup(key, err)
 		}
 		mu.Unlock()
-		if err != nil {
-			if !wait || refused(err) {
-				return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, err)
-			}
-		} else if !wait {
-			return nil, fmt.Errorf("%w: %q is held by another owner", lease.ErrNotAcquired, l.name)
+		if err := l.stop(err, wait); err != nil {
+			return nil, err
 		}
 		if bo == nil {
 			bo = l.c.cfg.backoff()
 			// Listen before looking again, so that a release between
 			// that look and the wait is heard.
-			w, stop, lerr := l.c.notifier.listen(ctx, l.Channel())
+			w, stop, lerr := l.c.notifier.listen(ctx, l.waitChannel(key.field))
 			if lerr != nil {
 				return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, lease.ErrClosed)
 			}
@@ -240,16 +233,62 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 		if pause == backoff.Stop {
 			return nil, fmt.Errorf("%w: %q: the backoff policy gave up", lease.ErrNotAcquired, l.name)
 		}
-		if err == nil && a.pttl >= 0 && time.Duration(a.pttl)*time.Millisecond < pause {
-			pause = time.Duration(a.pttl) * time.Millisecond
+		if err == nil && a.pttl >= 0 {
+			pause = min(pause, time.Duration(a.pttl)*time.Millisecond)
 		}
-		t := time.NewTimer(pause)
-		select {
-		case <-wake:
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		sleep(ctx, wake, pause)
+	}
+}
+
+// ownerKey returns the owner ctx carries (a fresh one if none; the
+// Client's id if it names none) and its hold's key in this lock.
+func (l *Lock) ownerKey(ctx context.Context) (Owner, holdKey) {
+	owner, ok := OwnerFrom(ctx)
+	switch {
+	case !ok:
+		owner = Owner{ClientID: l.c.id, ThreadID: newThreadID()}
+	case owner.ClientID == "":
+		owner.ClientID = l.c.id
+	}
+	field := owner.Field()
+	if l.kind == writeLock {
+		field += ":write"
+	}
+	return owner, holdKey{kind: l.kind, raw: l.raw, field: field}
+}
+
+// stop returns why a failed attempt (err, nil if the lock was held) ends
+// the take: it does when the take does not wait, or the server refused.
+func (l *Lock) stop(err error, wait bool) error {
+	switch {
+	case err != nil && (!wait || refused(err)):
+		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, err)
+	case err == nil && !wait:
+		return fmt.Errorf("%w: %q is held by another owner", lease.ErrNotAcquired, l.name)
+	}
+	return nil
+}
+
+// stillWanted returns why a wait must end before its next attempt: the
+// Client closed, or ctx ended.
+func (l *Lock) stillWanted(ctx context.Context) error {
+	if l.c.isClosed() {
+		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, lease.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, ctxErr(ctx))
+	}
+	return nil
+}
+
+// sleep waits for a wake, pause or the end of ctx, whichever comes first.
+func sleep(ctx context.Context, wake <-chan struct{}, pause time.Duration) {
+	t := time.NewTimer(pause)
+	defer t.Stop()
+	select {
+	case <-wake:
+	case <-t.C:
+	case <-ctx.Done():
 	}
 }
 
@@ -627,10 +666,14 @@ func (c *Client) unlockOnce(ctx context.Context, key holdKey, request string) (a
 	case writeLock:
 		cmd = writeUnlockScript.Run(ctx, c.c, []string{key.raw, rwChannel(key.raw), latch},
 			ms(c.cfg.ttl), key.field, c.publish, ms(c.cfg.latch))
+	case fairLock:
+		cmd = fairUnlockScript.Run(ctx, c.c,
+			[]string{key.raw, queueKey(key.raw), timeoutKey(key.raw), lockChannel(key.raw), latch},
+			ms(c.cfg.ttl), key.field, c.publish, ms(c.cfg.latch), time.Now().UnixMilli())
 	}
 	v, err := cmd.Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
+	if errors.Is(err, redis.Nil) || (err == nil && v == int64(-1)) {
+		return nil, nil // not held (-1: a fair lock's hash was gone)
 	}
 	return v, err
 }

@@ -22,6 +22,11 @@ const (
 	// about 13.5s; tenure resends an unlock once, and only within half
 	// of it.
 	DefaultUnlockLatchTimeout = 10 * time.Second
+	// DefaultFairLockWaitTimeout is Redisson's Config.fairLockWaitTimeout
+	// (3.46+; before, the threadWaitTime getFairLock gave every
+	// RFairLock): how long past its expected turn a fair waiter keeps its
+	// place before others may presume it dead and skip it.
+	DefaultFairLockWaitTimeout = 5 * time.Minute
 	// MinWatchdogTimeout is the shortest watchdog timeout accepted: below
 	// it the drift and the watchdog's slack leave no room for a renewal.
 	MinWatchdogTimeout = 100 * time.Millisecond
@@ -55,6 +60,7 @@ type config struct {
 	latch       time.Duration
 	latchSet    bool
 	opTimeout   time.Duration
+	fairWait    time.Duration
 	backoff     func() backoff.BackOff
 }
 
@@ -66,6 +72,7 @@ func defaults() config {
 		driftExtra:  lease.DefaultDriftExtra,
 		latch:       DefaultUnlockLatchTimeout,
 		opTimeout:   5 * time.Second,
+		fairWait:    DefaultFairLockWaitTimeout,
 		backoff:     defaultBackOff,
 	}
 }
@@ -185,6 +192,22 @@ func WithOpTimeout(d time.Duration) Option {
 			return invalid("op timeout %v must be positive", d)
 		}
 		c.opTimeout = d
+		return nil
+	}
+}
+
+// WithFairLockWaitTimeout sets the wait a fair waiter queues with when its
+// context has no deadline (Redisson's fairLockWaitTimeout, default
+// DefaultFairLockWaitTimeout): its place times out that long after the
+// time its turn was expected, in this host's clock, and any client may
+// then drop it from the queue. Set it as the Java services set theirs:
+// each waiter's timeout is measured from the one before it.
+func WithFairLockWaitTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Millisecond {
+			return invalid("fair lock wait timeout %v is below 1ms", d)
+		}
+		c.fairWait = d
 		return nil
 	}
 }

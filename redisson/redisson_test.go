@@ -77,6 +77,12 @@ func TestDeployments(t *testing.T) {
 				{"ReadWriteModes", testRWModes},
 				{"JavaReadUnlockSeesGoReaders", testRWTimeoutKeys},
 				{"ReadWriteNoOverlap", testRWNoOverlap},
+				{"FairOrder", testFairOrder},
+				{"FairGoReleaseWakesJava", testFairGoWakesJava},
+				{"FairJavaReleaseWakesGo", testFairJavaWakesGo},
+				{"FairGiveUpLeavesQueue", testFairGiveUp},
+				{"FairDeadJavaWaiterSkipped", testFairDeadJavaWaiter},
+				{"FairReentryAndForceUnlock", testFairReentryAndForce},
 			} {
 				t.Run(s.name, func(t *testing.T) { s.run(t, d.c) })
 			}
