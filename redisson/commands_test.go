@@ -1,6 +1,7 @@
 package redisson_test
 
 import (
+	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -18,7 +19,9 @@ var sent = map[string][]string{
 	"client": {"HELLO", "CLIENT", "PING", "EVALSHA", "EVAL", "SUBSCRIBE", "UNSUBSCRIBE",
 		"WATCH", "HEXISTS", "MULTI", "EXEC", "UNWATCH"},
 	"lua": {"EXISTS", "HEXISTS", "INCR", "HINCRBY", "PEXPIRE", "PTTL", "GET", "SET", "DEL",
-		"PUBLISH", "SPUBLISH", "HGET", "HSET", "HDEL", "HLEN", "HKEYS"},
+		"PUBLISH", "SPUBLISH", "HGET", "HSET", "HDEL", "HLEN", "HKEYS",
+		// an RFairLock's queue
+		"LINDEX", "LPOP", "RPUSH", "LRANGE", "LREM", "ZADD", "ZSCORE", "ZREM", "ZRANGE", "ZINCRBY"},
 }
 
 // TestCommandsAsDocumented runs every feature of the package under
@@ -78,6 +81,7 @@ func TestCommandsAsDocumented(t *testing.T) {
 	if _, err := cl.GetLock("plain").TryLock(ctx); err != nil {
 		t.Fatal(err)
 	}
+	fairDocs(t, c, cl)
 	_ = cl.Close()
 
 	cmds := mon.Stop(t)
@@ -96,11 +100,69 @@ func TestCommandsAsDocumented(t *testing.T) {
 		if name == "SET" && who == "client" && strings.HasPrefix(cmd.Args[1], "{docs}:") {
 			continue // the command Exec's fn queued
 		}
-		if name == "PUBSUB" {
-			continue // the test's own (waitSubscribers)
+		if name == "PUBSUB" || name == "LLEN" {
+			continue // the test's own (waitSubscribers, waitQueueLen)
 		}
 		if !slices.Contains(sent[who], name) {
 			t.Errorf("%s sent %v, which docs/security.md does not list", who, cmd.Args)
+		}
+	}
+}
+
+// fairDocs runs an RFairLock's every script and every branch that sends
+// a command of its own: a take; two waiters queued, the first of which
+// gives up (those behind it move up) while the second is woken by the
+// unlock and takes the lock (those behind it move up); a forced unlock.
+func fairDocs(t *testing.T, c redis.UniversalClient, cl *redisson.Client) {
+	t.Helper()
+	ctx := bounded(t, 30*time.Second)
+	const queue = "redisson_lock_queue:{fairdocs}"
+	fair := cl.GetFairLock("fairdocs")
+	h, err := fair.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gctx, giveUp := context.WithCancel(ctx)
+	gave := make(chan error, 1)
+	go func() { _, err := newClient(t, c).GetFairLock("fairdocs").Lock(gctx); gave <- err }()
+	waitQueueLen(t, c, queue, 1)
+	waiters := make(chan error, 2)
+	for range 2 {
+		go func() {
+			w, err := newClient(t, c).GetFairLock("fairdocs").Lock(ctx)
+			if err == nil {
+				err = w.Unlock(ctx)
+			}
+			waiters <- err
+		}()
+	}
+	waitQueueLen(t, c, queue, 3)
+	giveUp()
+	if err := <-gave; err == nil {
+		t.Fatal("a waiter that gave up got the lock")
+	}
+	if err := h.Unlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := <-waiters; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := fair.TryLock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fair.ForceUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitQueueLen waits for queue to hold n waiters.
+func waitQueueLen(t *testing.T, c redis.UniversalClient, queue string, n int64) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); c.LLen(context.Background(), queue).Val() != n; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never held %d waiters", queue, n)
 		}
 	}
 }

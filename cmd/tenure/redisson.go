@@ -148,10 +148,14 @@ type redissonStatus struct {
 	TTLms  int64            `json:"ttl_ms"`
 	Token  int64            `json:"token"`
 	Owners map[string]int64 `json:"owners,omitempty"`
+	// Waiting is the length of the RFairLock queue
+	// redisson_lock_queue:{NAME}: waiters, those whose timeout passed
+	// included until an attempt drops them; 0 for other kinds.
+	Waiting int64 `json:"waiting"`
 }
 
-const statusRedissonUsage = "NAME is Redisson's lock NAME (RLock, RFencedLock or RReadWriteLock, as a Java service's Redisson holds it): " +
-	"show its kind, owner fields <client id>:<thread id> with their counts, TTL and RFencedLock token"
+const statusRedissonUsage = "NAME is Redisson's lock NAME (RLock, RFencedLock, RFairLock or RReadWriteLock, as a Java service's Redisson holds it): " +
+	"show its kind, owner fields <client id>:<thread id> with their counts, TTL, RFencedLock token and RFairLock waiters"
 
 // showRedisson is "tenure status --redisson NAME".
 func showRedisson(cmd *cobra.Command, g *globals, o statusOptions, args []string) error {
@@ -172,7 +176,7 @@ func showRedisson(cmd *cobra.Command, g *globals, o statusOptions, args []string
 		return g.redisFailure(fmt.Sprintf("reading Redisson lock %q", args[0]), err)
 	}
 	h := hs[0]
-	s := redissonStatus{Name: h.Name, Kind: string(h.Kind), TTLms: h.TTL.Milliseconds(), Token: h.Fence, Owners: h.Owners}
+	s := redissonStatus{Name: h.Name, Kind: string(h.Kind), TTLms: h.TTL.Milliseconds(), Token: h.Fence, Owners: h.Owners, Waiting: h.Waiting}
 	if h.TTL < 0 {
 		s.TTLms = -1
 	}
@@ -204,6 +208,9 @@ func printRedisson(out io.Writer, s redissonStatus) error {
 	fmt.Fprintf(tw, "token\t%d\n", s.Token)
 	if len(s.Owners) > 0 {
 		fmt.Fprintf(tw, "owners\t%s\n", ownersText(s.Owners))
+	}
+	if s.Waiting > 0 {
+		fmt.Fprintf(tw, "waiting\t%d (RFairLock queue)\n", s.Waiting)
 	}
 	return tw.Flush()
 }

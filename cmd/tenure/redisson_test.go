@@ -53,8 +53,17 @@ func TestRunRedissonHeldByJava(t *testing.T) {
 		t.Fatalf("exit %d, stderr %q; want %d naming the Java owner", code, errOut, exitTimeout)
 	}
 	code, out, _ := result(t, tenure("status", "--redisson", "--json", "rl-java"))
-	if code != 0 || !strings.Contains(out, `"6f1c-uuid:42": 2`) || !strings.Contains(out, `"kind": "redisson-lock"`) {
+	if code != 0 || !strings.Contains(out, `"6f1c-uuid:42": 2`) || !strings.Contains(out, `"kind": "redisson-lock"`) ||
+		!strings.Contains(out, `"waiting": 0`) {
 		t.Fatalf("status --redisson --json: %d\n%s", code, out)
+	}
+	// Two Java RFairLock waiters, queued as Redisson's lock script queues
+	// them.
+	c.RPush(ctx, "redisson_lock_queue:{rl-java}", "6f1c-uuid:43", "6f1c-uuid:44")
+	t.Cleanup(func() { c.Del(ctx, "redisson_lock_queue:{rl-java}") })
+	code, out, _ = result(t, tenure("status", "--redisson", "rl-java"))
+	if code != 0 || !strings.Contains(out, "waiting  2 (RFairLock queue)") {
+		t.Fatalf("status --redisson with two fair waiters: %d\n%s", code, out)
 	}
 	if code, _, _ := result(t, tenure("status", "--redisson", "--check", "rl-free")); code != exitFree {
 		t.Fatalf("status --redisson --check of a free name: %d", code)
