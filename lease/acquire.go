@@ -114,7 +114,7 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 // tryOnce is TryAcquire's single attempt.
 func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireConfig, attempts *int) (*Lease, error) {
 	if r := m.wd.BehindReason(); r != watchdog.NotBehind {
-		return nil, overloaded(req.Name, r, nil)
+		return nil, overloaded(req.Name, r, m.wd.Load(), nil)
 	}
 	*attempts++
 	req.Token = m.token(a)
@@ -128,7 +128,7 @@ func (m *Manager) tryOnce(ctx context.Context, req backend.Request, a acquireCon
 			// CPU answers late): held leases come first, and this one,
 			// answered late, would be the first lost.
 			m.giveBack(l)
-			return nil, overloaded(req.Name, r, nil)
+			return nil, overloaded(req.Name, r, m.wd.Load(), nil)
 		}
 		return l, nil
 	case res.HeldLimit > 0:
@@ -375,13 +375,13 @@ func (w *wait) notAcquired(why error) error {
 func (w *wait) waitForCapacity(ctx context.Context, reason watchdog.Reason) error {
 	step, ok := w.nextStep()
 	if !ok {
-		return overloaded(w.req.Name, reason, errBackOffStop)
+		return overloaded(w.req.Name, reason, w.m.wd.Load(), errBackOffStop)
 	}
 	switch err := w.sleep(ctx, step, nil); {
 	case err == ErrClosed:
 		return err
 	case err != nil:
-		return overloaded(w.req.Name, reason, err)
+		return overloaded(w.req.Name, reason, w.m.wd.Load(), err)
 	}
 	return nil
 }
@@ -422,24 +422,35 @@ func (w *wait) sleep(ctx context.Context, step time.Duration, wake <-chan struct
 // overloaded is the error of an acquire refused, or a wait ended (why),
 // while the watchdog was behind for reason: it matches ErrNotAcquired and
 // ErrOverloaded, and says which fact made the watchdog behind.
-func overloaded(name string, reason watchdog.Reason, why error) error {
+func overloaded(name string, reason watchdog.Reason, load watchdog.Load, why error) error {
 	if why == nil {
 		// Formatted only when printed: callers short of CPU refuse many
 		// of these a second (a TryAcquire loop), and the refusal must not
 		// take the CPU the held leases' renewals need.
-		return &overloadError{name: name, reason: reason}
+		return &overloadError{name: name, reason: reason, load: load}
 	}
-	return fmt.Errorf("%w: %q: %w (%v): %w", ErrNotAcquired, name, bare(ErrOverloaded), reason, why)
+	return fmt.Errorf("%w: %q: %w (%v): %w", ErrNotAcquired, name, bare(ErrOverloaded), whyBehind(reason, load), why)
 }
 
 // overloadError is TryAcquire's refusal while the watchdog is behind.
 type overloadError struct {
 	name   string
 	reason watchdog.Reason
+	load   watchdog.Load // at the refusal
 }
 
 func (e *overloadError) Error() string {
-	return fmt.Sprintf("%v: %q: %v (%v)", ErrNotAcquired, e.name, bare(ErrOverloaded), e.reason)
+	return fmt.Sprintf("%v: %q: %v (%v)", ErrNotAcquired, e.name, bare(ErrOverloaded), whyBehind(e.reason, e.load))
+}
+
+// whyBehind says which fact refused and, for demand over capacity, the
+// figures it weighed: a refusal must show whether the capacity measured
+// was what the server and the process could carry.
+func whyBehind(reason watchdog.Reason, load watchdog.Load) string {
+	if reason != watchdog.DemandOverCapacity {
+		return reason.String()
+	}
+	return reason.String() + ": " + load.String()
 }
 
 // Is makes errors.Is find ErrNotAcquired and ErrOverloaded, as it does in

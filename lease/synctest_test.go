@@ -375,3 +375,25 @@ func TestSyncWaiterGivingUpBeforeItsAttemptLeavesTheQueue(t *testing.T) {
 		_ = next.Release(bg)
 	})
 }
+
+// A refusal for demand over capacity says the figures it weighed, so that
+// a refusal can be told from a capacity measured wrong; the other facts
+// say only themselves. The error is the same either way for errors.Is.
+func TestOverloadedSaysTheLoad(t *testing.T) {
+	load := watchdog.Load{Demand: 1600, PerWorker: 500, Workers: 4}
+	for _, why := range []error{nil, errBackOffStop} {
+		err := overloaded("job", watchdog.DemandOverCapacity, load, why)
+		want := "1600 renewals/s called for, capacity 2000/s (4 workers × 500/s, from batches without an acquisition storm)"
+		if !strings.Contains(err.Error(), want) || !errors.Is(err, ErrOverloaded) || !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("refusal (why %v): %v; want it to say %q and match ErrOverloaded", why, err, want)
+		}
+		err = overloaded("job", watchdog.WaitingForAnswer, load, why)
+		if strings.Contains(err.Error(), "renewals/s") || !strings.Contains(err.Error(), watchdog.WaitingForAnswer.String()) {
+			t.Errorf("refusal for a renewal waiting for its answer (why %v): %v", why, err)
+		}
+	}
+	load.ShortOfCPU = true
+	if err := overloaded("job", watchdog.DemandOverCapacity, load, nil); !strings.Contains(err.Error(), "from every batch, the process being short of CPU") {
+		t.Errorf("refusal short of CPU: %v", err)
+	}
+}

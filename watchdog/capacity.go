@@ -1,6 +1,7 @@
 package watchdog
 
 import (
+	"fmt"
 	"math"
 	"runtime"
 	"sync/atomic"
@@ -194,13 +195,7 @@ func (w *Watchdog[I]) overload(now int64) Reason {
 // DefaultParallel). The rate is that of every batch while the process is
 // short of CPU, else that of the batches without an acquisition storm
 // (see the contract above); 0 while none was measured.
-func (w *Watchdog[I]) capacity() float64 {
-	bits := &w.load.quiet
-	if w.load.cpu.short() {
-		bits = &w.load.perWorker
-	}
-	return math.Float64frombits(bits.Load()) * float64(w.cfg.Parallel)
-}
+func (w *Watchdog[I]) capacity() float64 { return w.Load().Capacity() }
 
 // DefaultParallel is Config.Parallel's default for a watchdog of workers
 // workers: one worker per two of the process's cores (GOMAXPROCS), at
@@ -255,5 +250,56 @@ func average(bits *atomic.Uint64, rate float64) {
 		if bits.CompareAndSwap(old, math.Float64bits(est)) {
 			return
 		}
+	}
+}
+
+// A Load is what Behind's first fact weighs, read at one instant: what
+// an error or a log line says when new leases are refused for demand over
+// capacity, so that a refusal can be told from a measurement that went
+// wrong.
+type Load struct {
+	// Demand is how many renewals a second the leases held call for.
+	Demand float64
+	// PerWorker is how many renewals a second one worker sends with a
+	// full batch, as measured; 0 while nothing was.
+	PerWorker float64
+	// Workers is how many workers the capacity counts (Config.Parallel).
+	Workers int
+	// ShortOfCPU says the rate is that of every batch, the process being
+	// short of CPU (or not judged yet); otherwise it is that of the
+	// batches without an acquisition storm.
+	ShortOfCPU bool
+}
+
+// Capacity is how many renewals a second the watchdog counts on:
+// PerWorker times Workers.
+func (l Load) Capacity() float64 { return l.PerWorker * float64(l.Workers) }
+
+// String says the load in words, for an error or a log line.
+func (l Load) String() string {
+	from := "batches without an acquisition storm"
+	if l.ShortOfCPU {
+		from = "every batch, the process being short of CPU"
+	}
+	if l.PerWorker <= 0 {
+		return fmt.Sprintf("%.0f renewals/s called for; capacity not measured yet", l.Demand)
+	}
+	return fmt.Sprintf("%.0f renewals/s called for, capacity %.0f/s (%d workers × %.0f/s, from %s)",
+		l.Demand, l.Capacity(), l.Workers, l.PerWorker, from)
+}
+
+// Load returns the watchdog's load now. It takes no lock and allocates
+// nothing.
+func (w *Watchdog[I]) Load() Load {
+	short := w.load.cpu.short()
+	bits := &w.load.quiet
+	if short {
+		bits = &w.load.perWorker
+	}
+	return Load{
+		Demand:     math.Float64frombits(w.load.demandBits.Load()),
+		PerWorker:  math.Float64frombits(bits.Load()),
+		Workers:    w.cfg.Parallel,
+		ShortOfCPU: short,
 	}
 }

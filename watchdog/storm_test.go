@@ -67,6 +67,20 @@ func TestStormIsNotTheRenewalsCapacity(t *testing.T) {
 				if r := w.BehindReason(); short && r != watchdog.DemandOverCapacity {
 					t.Errorf("BehindReason() = %v, want DemandOverCapacity", r)
 				}
+				// The figures a refusal reports are those it weighed: the
+				// storm's rate (500 a worker) while short of CPU, the quiet
+				// one (1,000) otherwise.
+				l := w.Load()
+				want := 1000.0
+				if short {
+					want = 500
+				}
+				if l.Workers != 4 || l.ShortOfCPU != short || l.Demand != 1800 || l.PerWorker < 0.9*want || l.PerWorker > 1.1*want {
+					t.Errorf("Load() = %+v, want 1,800 called for, 4 workers at about %.0f, short of CPU %t", l, want, short)
+				}
+				if over := l.Demand > 0.75*l.Capacity(); over != short {
+					t.Errorf("Load() %v: over three quarters of capacity %t, want %t as Behind", l, over, short)
+				}
 				r.storm.Store(false)
 				time.Sleep(5 * time.Second)
 				if l := lost.Load(); l > 0 {
