@@ -81,6 +81,7 @@ func TestDeployments(t *testing.T) {
 				{"FairGoReleaseWakesJava", testFairGoWakesJava},
 				{"FairJavaReleaseWakesGo", testFairJavaWakesGo},
 				{"FairGiveUpLeavesQueue", testFairGiveUp},
+				{"FairJavaGivesUp", testFairJavaGivesUp},
 				{"FairDeadJavaWaiterSkipped", testFairDeadJavaWaiter},
 				{"FairReentryAndForceUnlock", testFairReentryAndForce},
 			} {
