@@ -82,6 +82,12 @@ func TestDeployments(t *testing.T) {
 				{"FairJavaReleaseWakesGo", testFairJavaWakesGo},
 				{"FairGiveUpLeavesQueue", testFairGiveUp},
 				{"FairJavaGivesUp", testFairJavaGivesUp},
+				{"SemNoOverlap", testSemNoOverlap},
+				{"SemReleaseWakes", testSemWakes},
+				{"SemDeadJavaPermitReclaimed", testSemDeadJavaPermit},
+				{"SemGoPermitEndsFirst", testSemGoPermitEndsFirst},
+				{"SemReleaseErrors", testSemReleaseErrors},
+				{"SemAgreesWithJava", testSemAgrees},
 				{"FairDeadJavaWaiterSkipped", testFairDeadJavaWaiter},
 				{"FairReentryAndForceUnlock", testFairReentryAndForce},
 			} {
