@@ -1,6 +1,7 @@
 package redisson
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -30,6 +31,10 @@ import (
 // reclaim it earlier, and nothing here can tell: keep the clocks of the
 // services that share a semaphore in step, and leases long beside their
 // skew.
+//
+// Nothing tells a holder that another client released its permit by its
+// id, or reclaimed it: a Go Permit finds out at its next UpdateLeaseTime
+// or Release (lease.ErrNotHeld), a Java holder never.
 //
 // A Permit is safe for concurrent use.
 type Permit struct {
@@ -82,7 +87,7 @@ func (p *Permit) Deadline() (time.Time, bool) {
 // this host's clock, though it is then given back, as Java's does.
 func (p *Permit) Release(ctx context.Context) error {
 	err := p.s.Release(ctx, p.ID())
-	if err == nil || errors.Is(err, lease.ErrNotHeld) {
+	if errors.Is(err, lease.ErrNotHeld) {
 		p.end(lease.ErrReleased)
 	}
 	return err
@@ -185,6 +190,22 @@ func (ps *permitSet) add(s *PermitSemaphore, id []byte, sent time.Time, leaseTim
 	p.mu.Unlock()
 	ps.mu.Unlock()
 	return p, nil
+}
+
+// endID ends the live permits of s with the id raw (one at most: ids are
+// random) with cause.
+func (ps *permitSet) endID(s *PermitSemaphore, raw []byte, cause error) {
+	ps.mu.Lock()
+	var found []*Permit
+	for p := range ps.live {
+		if p.s.raw == s.raw && bytes.Equal(p.id, raw) {
+			found = append(found, p)
+		}
+	}
+	ps.mu.Unlock()
+	for _, p := range found {
+		p.end(cause)
+	}
 }
 
 func (ps *permitSet) forget(p *Permit) {

@@ -260,6 +260,13 @@ func testSemReleaseErrors(t *testing.T, c redis.UniversalClient) {
 	if err := p.Release(ctx); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("a second release: %v", err)
 	}
+	byID, err := sem.TryAcquire(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sem.Release(ctx, byID.ID()); err != nil || !errors.Is(byID.Err(), lease.ErrReleased) {
+		t.Fatalf("a Permit released by its id: %v, its cause %v", err, byID.Err())
+	}
 	expired, _, err := j.semTry(ctx, name, 50*time.Millisecond)
 	if expired == "" || err != nil {
 		t.Fatal(expired, err)

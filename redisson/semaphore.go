@@ -145,6 +145,7 @@ func (s *PermitSemaphore) TryAcquire(ctx context.Context, leaseTime time.Duratio
 // may. An id not taken (released already, reclaimed, or never taken) is
 // an error wrapping lease.ErrNotHeld; so is one that had expired in this
 // host's clock, though its permit is then given back, as Java's does.
+// A Permit of this Client with that id ends (lease.ErrReleased).
 func (s *PermitSemaphore) Release(ctx context.Context, id string) error {
 	if s.err != nil {
 		return s.err
@@ -154,6 +155,11 @@ func (s *PermitSemaphore) Release(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: %q: permit %q is no permit id", lease.ErrNotHeld, s.name, id)
 	}
 	n, err := s.release(ctx, raw)
+	if err == nil {
+		// A Permit of this Client with that id has ended, whoever
+		// called: its work must stop.
+		s.c.permits.endID(s, raw, lease.ErrReleased)
+	}
 	switch {
 	case err != nil:
 		return err
