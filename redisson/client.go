@@ -49,6 +49,20 @@ var (
 	fairForceSrc string
 	//go:embed scripts/fair_leave.lua
 	fairLeaveSrc string
+	//go:embed scripts/sem_reclaim.lua
+	semReclaimSrc string
+	//go:embed scripts/sem_acquire.lua
+	semAcquireSrc string
+	//go:embed scripts/sem_release.lua
+	semReleaseSrc string
+	//go:embed scripts/sem_set.lua
+	semSetSrc string
+	//go:embed scripts/sem_add.lua
+	semAddSrc string
+	//go:embed scripts/sem_available.lua
+	semAvailableSrc string
+	//go:embed scripts/sem_update.lua
+	semUpdateSrc string
 
 	// Each runs with EVALSHA, and EVAL when the server does not know it
 	// (go-redis's Script.Run).
@@ -64,6 +78,14 @@ var (
 	fairUnlockScript  = redis.NewScript(publishSrc + fairPruneSrc + fairUnlockSrc)
 	fairForceScript   = redis.NewScript(publishSrc + fairPruneSrc + fairForceSrc)
 	fairLeaveScript   = redis.NewScript(publishSrc + fairLeaveSrc)
+
+	// An RPermitExpirableSemaphore's.
+	semAcquireScript   = redis.NewScript(publishSrc + semReclaimSrc + semAcquireSrc)
+	semReleaseScript   = redis.NewScript(publishSrc + semReleaseSrc)
+	semSetScript       = redis.NewScript(publishSrc + semSetSrc)
+	semAddScript       = redis.NewScript(publishSrc + semAddSrc)
+	semAvailableScript = redis.NewScript(publishSrc + semReclaimSrc + semAvailableSrc)
+	semUpdateScript    = redis.NewScript(publishSrc + semReclaimSrc + semUpdateSrc)
 )
 
 // MaxNameLen is the longest name accepted, in bytes, prefix included.
@@ -111,6 +133,8 @@ type Client struct {
 	mu     sync.Mutex
 	holds  map[holdKey]*hold
 	closed bool
+
+	permits permitSet // the RPermitExpirableSemaphore permits it holds
 
 	// stripes serialize the acquisitions of one field (stripe).
 	stripes [64]sync.Mutex
@@ -165,8 +189,8 @@ func New(c redis.UniversalClient, opts ...Option) (*Client, error) {
 func (c *Client) ID() string { return c.id }
 
 // Close releases every lock the Client holds (each owner's field leaves
-// its hash, and waiters are told), cancels their contexts with cause
-// lease.ErrClosed, and stops every goroutine the Client started. It does
+// its hash, and waiters are told) and every semaphore permit, cancels
+// their contexts with cause lease.ErrClosed, and stops every goroutine the Client started. It does
 // not close the redis client.
 func (c *Client) Close() error {
 	c.mu.Lock()
@@ -201,6 +225,7 @@ func (c *Client) Close() error {
 		}
 		h.cancel(lease.ErrClosed)
 	}
+	errs = append(errs, c.permits.close(c.cfg.opTimeout)...)
 	return errors.Join(errs...)
 }
 

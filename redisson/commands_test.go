@@ -21,7 +21,9 @@ var sent = map[string][]string{
 	"lua": {"EXISTS", "HEXISTS", "INCR", "HINCRBY", "PEXPIRE", "PTTL", "GET", "SET", "DEL",
 		"PUBLISH", "SPUBLISH", "HGET", "HSET", "HDEL", "HLEN", "HKEYS",
 		// an RFairLock's queue
-		"LINDEX", "LPOP", "RPUSH", "LRANGE", "LREM", "ZADD", "ZSCORE", "ZREM", "ZRANGE", "ZINCRBY"},
+		"LINDEX", "LPOP", "RPUSH", "LRANGE", "LREM", "ZADD", "ZSCORE", "ZREM", "ZRANGE", "ZINCRBY",
+		// an RPermitExpirableSemaphore's permits and timeouts
+		"INCRBY", "DECRBY", "ZRANGEBYSCORE", "ZCOUNT"},
 }
 
 // TestCommandsAsDocumented runs every feature of the package under
@@ -82,6 +84,7 @@ func TestCommandsAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	fairDocs(t, c, cl)
+	semDocs(t, c, cl)
 	_ = cl.Close()
 
 	cmds := mon.Stop(t)
@@ -100,8 +103,8 @@ func TestCommandsAsDocumented(t *testing.T) {
 		if name == "SET" && who == "client" && strings.HasPrefix(cmd.Args[1], "{docs}:") {
 			continue // the command Exec's fn queued
 		}
-		if name == "PUBSUB" || name == "LLEN" {
-			continue // the test's own (waitSubscribers, waitQueueLen)
+		if name == "PUBSUB" || name == "LLEN" || (name == "PEXPIRE" && who == "client") {
+			continue // the test's own (waitSubscribers, waitQueueLen, semDocs)
 		}
 		if !slices.Contains(sent[who], name) {
 			t.Errorf("%s sent %v, which docs/security.md does not list", who, cmd.Args)
@@ -153,6 +156,61 @@ func fairDocs(t *testing.T, c redis.UniversalClient, cl *redisson.Client) {
 		t.Fatal(err)
 	}
 	if _, err := fair.ForceUnlock(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// semDocs runs an RPermitExpirableSemaphore's every script and every
+// branch that sends a command of its own: permits set where none were and
+// where some were, added, taken (with a TTL on the free permits to copy),
+// waited for and released to the waiter; a permit expired and reclaimed
+// by an acquire, another by AvailablePermits, a lease time updated, and a
+// permit the Client's Close gives back.
+func semDocs(t *testing.T, c redis.UniversalClient, cl *redisson.Client) {
+	t.Helper()
+	ctx := bounded(t, 30*time.Second)
+	sem := cl.GetPermitExpirableSemaphore("semdocs")
+	if ok, err := sem.TrySetPermits(ctx, 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if err := sem.SetPermits(ctx, 1); err != nil { // the same: nothing to move
+		t.Fatal(err)
+	}
+	if err := sem.SetPermits(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := sem.AddPermits(ctx, -1); err != nil {
+		t.Fatal(err)
+	}
+	c.PExpire(ctx, "semdocs", time.Minute) // the test's own: a TTL the timeouts copy
+	p, err := sem.Acquire(ctx, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := make(chan error, 1)
+	go func() {
+		w, err := newClient(t, c).GetPermitExpirableSemaphore("semdocs").Acquire(ctx, 50*time.Millisecond)
+		if err == nil {
+			err = w.UpdateLeaseTime(ctx, 50*time.Millisecond)
+		}
+		waiter <- err
+	}()
+	waitSubscribers(t, c, sem.Channel())
+	if err := p.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiter; err != nil {
+		t.Fatal(err)
+	}
+	p, err = sem.Acquire(ctx, 50*time.Millisecond) // reclaims the waiter's once expired
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if n, err := sem.AvailablePermits(ctx); n != 1 || err != nil {
+		t.Fatal(n, err)
+	}
+	if _, err := sem.TryAcquire(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,6 +9,7 @@
 // The protocol was read from Redisson's own source, versions 3.24.0 to
 // 3.52.0 (RedissonLock, RedissonBaseLock, RedissonFencedLock,
 // RedissonFairLock, RedissonReadLock, RedissonWriteLock, LockPubSub,
+// RedissonPermitExpirableSemaphore, SemaphorePubSub,
 // renewal.LockTask and ReadLockTask, Config): their lock scripts do the
 // same from 3.24 on, but for the watchdog, which renews each lock alone
 // before 3.44 and in batches since, with the same effect on each lock,
@@ -40,6 +41,17 @@
 //     "0" to the first waiter alone; a Lock that gives up leaves the queue
 //     as Java's acquireFailed does, and passes on a wake that may have
 //     been its own. TryLock never queues, and never jumps a waiter.
+//   - Client.GetPermitExpirableSemaphore is an RPermitExpirableSemaphore:
+//     the free permits an integer at the name, each permit taken a 16-byte
+//     id (32 hex digits as Java shows it) in the sorted set {NAME}:timeout,
+//     scored with its expiry in the wall clock of the client that took it.
+//     The server never expires a permit: whoever looks next (an acquire,
+//     AvailablePermits, UpdateLeaseTime) reclaims those expired in its own
+//     clock. A release publishes the number of free permits on
+//     redisson_sc:{NAME}, which wakes as many waiters. A permit lives for
+//     its lease time, or until released, and is never renewed, as in
+//     Redisson; a Go Permit's context ends before its expiry in this
+//     host's clock (Permit).
 //
 // An owner is a pair (client id, thread id) that a context carries
 // (WithOwner), as package reentrant carries its owner: a Lock under a
@@ -148,6 +160,20 @@
 //	  [FairGiveUpLeavesQueue,                                 Java, is skipped once its timeout has
 //	  FairDeadJavaWaiterSkipped,                              passed in the clock of whoever looks
 //	  TestFairLeavePassesWake]                                next
+//	RPermitExpirableSemaphore: never more        holds        holds while no holder outlives its
+//	  holders than permits [SemNoOverlap]                     permit and the clocks agree
+//	RPermitExpirableSemaphore: a release wakes   holds        holds: the free count on
+//	  the other side [SemReleaseWakes]                        redisson_sc:{NAME}, both kinds
+//	RPermitExpirableSemaphore: an expired        holds        holds, at the expiry in the clock
+//	  permit is reclaimed                                     of whoever looks next
+//	  [SemDeadJavaPermitReclaimed]
+//	RPermitExpirableSemaphore: a Go permit's     holds        holds in this host's clock; a
+//	  context ends before its expiry                          client whose clock runs ahead can
+//	  [SemGoPermitEndsFirst]                                  reclaim it sooner
+//	RPermitExpirableSemaphore: a release of an   holds        holds (lease.ErrNotHeld)
+//	  id not held fails [SemReleaseErrors]
+//	RPermitExpirableSemaphore: renewal           none         none, as in Redisson: a fixed lease
+//	                                                          time, or none
 //	Exclusion against a Java holder that         n/a          cannot: Redisson never tells a Java
 //	  outlives its lock                                       holder its renewal failed, so its
 //	                                                          thread may run on after the hash

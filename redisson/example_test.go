@@ -136,3 +136,39 @@ func ExampleClient_GetFairLock() {
 	// true
 	// 0
 }
+
+// A Go service takes a permit of the semaphore a Java service takes with
+// redisson.getPermitExpirableSemaphore("exports"), leased for a minute:
+// its context ends before the permit could expire in this host's clock.
+func ExampleClient_GetPermitExpirableSemaphore() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	defer rdb.Close()
+	client, err := redisson.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+
+	sem := client.GetPermitExpirableSemaphore("exports")
+	if _, err := sem.TrySetPermits(ctx, 2); err != nil { // unless a Java service set them first
+		panic(err)
+	}
+	p, err := sem.Acquire(ctx, time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	free, _ := sem.AvailablePermits(ctx)
+	deadline, _ := p.Deadline()
+	fmt.Println(len(p.ID()), free, time.Until(deadline) < time.Minute)
+	// Work under p.Context(), which ends at the local deadline.
+	if err := p.Release(ctx); err != nil { // publishes the free permits on redisson_sc:{exports}
+		panic(err)
+	}
+	free, _ = sem.AvailablePermits(ctx)
+	fmt.Println(free, p.Err() != nil)
+	rdb.Del(ctx, "exports")
+	// Output:
+	// 32 1 true
+	// 2 true
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -39,6 +40,9 @@ type subscription struct {
 	// waiters in the order they came: a "0" wakes the first not woken
 	// yet, as Redisson's LockPubSub releases one permit of its latch.
 	waiters []chan struct{}
+	// counted: each message is a number of permits, which wakes as many
+	// waiters (Redisson's SemaphorePubSub), rather than a lock's "0"/"1".
+	counted bool
 }
 
 func newNotifier(c redis.UniversalClient) *notifier {
@@ -58,6 +62,16 @@ var errNotifierClosed = errors.New("redisson: client closed")
 // reaches the waiter) or ctx ends; a subscription that failed leaves the
 // waiter to its backoff and the holder's TTL.
 func (n *notifier) listen(ctx context.Context, channel string) (<-chan struct{}, func(passOn bool), error) {
+	return n.listenKind(ctx, channel, false)
+}
+
+// listenCounted is listen on a semaphore's channel, whose every message
+// is a number of permits that wakes as many waiters.
+func (n *notifier) listenCounted(ctx context.Context, channel string) (<-chan struct{}, func(passOn bool), error) {
+	return n.listenKind(ctx, channel, true)
+}
+
+func (n *notifier) listenKind(ctx context.Context, channel string, counted bool) (<-chan struct{}, func(passOn bool), error) {
 	wake := make(chan struct{}, 1)
 	n.mu.Lock()
 	if n.closed {
@@ -66,7 +80,7 @@ func (n *notifier) listen(ctx context.Context, channel string) (<-chan struct{},
 	}
 	s := n.subs[channel]
 	if s == nil {
-		s = &subscription{channel: channel, ready: make(chan struct{})}
+		s = &subscription{channel: channel, ready: make(chan struct{}), counted: counted}
 		n.subs[channel] = s
 		n.open(s)
 	}
@@ -145,9 +159,7 @@ func (n *notifier) receive(s *subscription, ps *redis.PubSub, sharded bool, done
 			}
 			continue
 		case *redis.Message:
-			// Redisson's messages: "0" (UNLOCK_MESSAGE) lets one waiter
-			// look, "1" (READ_UNLOCK_MESSAGE) every one.
-			n.wake(s, m.Payload != "0")
+			n.deliver(s, m.Payload)
 			continue
 		}
 		if err == nil {
@@ -174,6 +186,29 @@ func (n *notifier) current(s *subscription) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return !n.closed && n.subs[s.channel] == s
+}
+
+// deliver wakes the waiters of s a message is for. A lock's messages:
+// "0" (UNLOCK_MESSAGE) lets one waiter look, "1" (READ_UNLOCK_MESSAGE)
+// every one. A semaphore's: a number of permits wakes as many waiters
+// not woken yet, none for 0 or less, as SemaphorePubSub releases
+// min(waiters, n) permits of its latch; one that is not a number, every
+// waiter.
+func (n *notifier) deliver(s *subscription, payload string) {
+	if !s.counted {
+		n.wake(s, payload != "0")
+		return
+	}
+	k, err := strconv.ParseInt(payload, 10, 64)
+	if err != nil {
+		n.wake(s, true)
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for range min(k, int64(len(s.waiters))) {
+		s.wakeOne()
+	}
 }
 
 // wake wakes every waiter of s (all), or the first not woken yet.

@@ -81,6 +81,13 @@ func TestDeployments(t *testing.T) {
 				{"FairGoReleaseWakesJava", testFairGoWakesJava},
 				{"FairJavaReleaseWakesGo", testFairJavaWakesGo},
 				{"FairGiveUpLeavesQueue", testFairGiveUp},
+				{"FairJavaGivesUp", testFairJavaGivesUp},
+				{"SemNoOverlap", testSemNoOverlap},
+				{"SemReleaseWakes", testSemWakes},
+				{"SemDeadJavaPermitReclaimed", testSemDeadJavaPermit},
+				{"SemGoPermitEndsFirst", testSemGoPermitEndsFirst},
+				{"SemReleaseErrors", testSemReleaseErrors},
+				{"SemAgreesWithJava", testSemAgrees},
 				{"FairDeadJavaWaiterSkipped", testFairDeadJavaWaiter},
 				{"FairReentryAndForceUnlock", testFairReentryAndForce},
 			} {

@@ -1,0 +1,289 @@
+package redisson
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// foreverMs is the expiry Redisson writes for a permit taken without a
+// lease time (RedissonPermitExpirableSemaphore.nonExpirableTimeout).
+const foreverMs int64 = 922337203685477
+
+// permitIDLen is the length of a permit id in bytes, Redisson's
+// ServiceManager.generateId; the id's text is their lowercase hex.
+const permitIDLen = 16
+
+// A PermitSemaphore is one Redisson RPermitExpirableSemaphore of a Client,
+// as RedissonClient.getPermitExpirableSemaphore returns one: a handle
+// that takes nothing by itself. It is safe for concurrent use.
+//
+// Its free permits are an integer at the name (as the NameMapper maps
+// it: WithNamePrefix); each permit taken is its 16-byte id in the sorted
+// set {NAME}:timeout, scored with its expiry in ms of the wall clock of
+// the client that took it, or 922337203685477 when it was taken without a
+// lease time. Releases, and expired permits reclaimed, publish the number
+// of free permits on redisson_sc:{NAME}, which wakes as many waiters.
+//
+// The server never expires a permit: whoever next looks (an acquire,
+// AvailablePermits, UpdateLeaseTime, Java's or Go's) gives back those
+// whose expiry has passed in its own clock. So a permit's lease is only as
+// good as the clocks of every client that shares the name: one whose
+// clock runs ahead reclaims a permit early, one whose clock runs behind
+// late, and nothing stops a holder that outlives its lease (Java's never
+// knows). A Go Permit is not renewed, as Redisson's are not (see Permit).
+type PermitSemaphore struct {
+	c        *Client
+	name     string // as given
+	raw      string // mapped: the free permits' key
+	timeouts string // {NAME}:timeout
+	channel  string // redisson_sc:{NAME}
+	err      error  // a bad name: every method returns it
+}
+
+// GetPermitExpirableSemaphore returns name's RPermitExpirableSemaphore.
+func (c *Client) GetPermitExpirableSemaphore(name string) *PermitSemaphore {
+	raw := c.cfg.namePrefix + name
+	return &PermitSemaphore{
+		c: c, name: name, raw: raw,
+		timeouts: suffixName(raw, "timeout"),
+		channel:  prefixName("redisson_sc", raw),
+		err:      checkName(raw),
+	}
+}
+
+// Name returns the name the semaphore was made with.
+func (s *PermitSemaphore) Name() string { return s.name }
+
+// Key returns the key of the free permits: the name as mapped.
+func (s *PermitSemaphore) Key() string { return s.raw }
+
+// TimeoutsKey returns the sorted set of the permits taken and their
+// expiries, {NAME}:timeout.
+func (s *PermitSemaphore) TimeoutsKey() string { return s.timeouts }
+
+// Channel returns the channel releases are published on,
+// redisson_sc:{NAME}.
+func (s *PermitSemaphore) Channel() string { return s.channel }
+
+// TrySetPermits sets the number of permits when the semaphore has none
+// set yet, as Java's trySetPermits, and reports whether it did.
+func (s *PermitSemaphore) TrySetPermits(ctx context.Context, permits int) (bool, error) {
+	return s.set(ctx, permits, "try")
+}
+
+// SetPermits makes the free and the taken permits (expired or not) number
+// permits, by adding free permits or taking them away, as Java's
+// setPermits: a semaphore may be left with fewer than none free.
+func (s *PermitSemaphore) SetPermits(ctx context.Context, permits int) error {
+	_, err := s.set(ctx, permits, "set")
+	return err
+}
+
+func (s *PermitSemaphore) set(ctx context.Context, permits int, how string) (bool, error) {
+	if s.err != nil {
+		return false, s.err
+	}
+	keys := []string{s.raw, s.channel, s.timeouts}
+	n, err := semSetScript.Run(ctx, s.c.c, keys, permits, s.c.publish, how).Int64()
+	return n == 1, err
+}
+
+// AddPermits adds free permits, or takes them away when n is negative,
+// as Java's addPermits; the semaphore need not be set first.
+func (s *PermitSemaphore) AddPermits(ctx context.Context, n int) error {
+	if s.err != nil {
+		return s.err
+	}
+	return semAddScript.Run(ctx, s.c.c, []string{s.raw, s.channel}, n, s.c.publish).Err()
+}
+
+// AvailablePermits returns the number of free permits, once every permit
+// expired in this host's clock has been reclaimed (and waiters told), as
+// Java's availablePermits.
+func (s *PermitSemaphore) AvailablePermits(ctx context.Context) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	keys := []string{s.raw, s.timeouts, s.channel}
+	n, err := semAvailableScript.Run(ctx, s.c.c, keys, time.Now().UnixMilli(), s.c.publish).Int64()
+	return int(n), err
+}
+
+// Acquire takes a permit, waiting while none is free: it is woken by the
+// number a release (Java's or Go's) publishes, and looks again when the
+// earliest permit taken expires (in its taker's clock, read from this
+// one) or at its backoff step (WithBackOff) at the latest. ctx bounds the
+// wait, not the permit; a wait that ends returns an error wrapping
+// lease.ErrNotAcquired.
+//
+// leaseTime is the permit's life: it expires leaseTime after the request
+// was sent, in this host's clock, and is never renewed. Zero gives it no
+// lease time: it lives until released (or the Client closes), as Java's
+// acquire() without one. A negative leaseTime is an error wrapping
+// lease.ErrInvalidOption.
+func (s *PermitSemaphore) Acquire(ctx context.Context, leaseTime time.Duration) (*Permit, error) {
+	return s.acquire(ctx, leaseTime, true)
+}
+
+// TryAcquire is Acquire without waiting: it returns an error wrapping
+// lease.ErrNotAcquired at once when no permit is free.
+func (s *PermitSemaphore) TryAcquire(ctx context.Context, leaseTime time.Duration) (*Permit, error) {
+	return s.acquire(ctx, leaseTime, false)
+}
+
+// Release gives back the permit whose id (32 hex digits) Java's acquire
+// or a Permit returned, as Java's release(permitId): anyone with the id
+// may. An id not taken (released already, reclaimed, or never taken) is
+// an error wrapping lease.ErrNotHeld; so is one that had expired in this
+// host's clock, though its permit is then given back, as Java's does.
+// A Permit of this Client with that id ends (lease.ErrReleased).
+func (s *PermitSemaphore) Release(ctx context.Context, id string) error {
+	if s.err != nil {
+		return s.err
+	}
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) == 0 {
+		return fmt.Errorf("%w: %q: permit %q is no permit id", lease.ErrNotHeld, s.name, id)
+	}
+	n, err := s.release(ctx, raw)
+	if err == nil {
+		// A Permit of this Client with that id has ended, whoever
+		// called: its work must stop.
+		s.c.permits.endID(s, raw, lease.ErrReleased)
+	}
+	switch {
+	case err != nil:
+		return err
+	case n == 0:
+		return fmt.Errorf("%w: %q: permit %s was released, reclaimed or never taken", lease.ErrNotHeld, s.name, id)
+	case n < 0:
+		return fmt.Errorf("%w: %q: permit %s had expired; it was given back", lease.ErrNotHeld, s.name, id)
+	}
+	return nil
+}
+
+// release runs sem_release.lua for the id's bytes: 1, -1 or 0.
+func (s *PermitSemaphore) release(ctx context.Context, raw []byte) (int64, error) {
+	keys := []string{s.raw, s.channel, s.timeouts}
+	return semReleaseScript.Run(ctx, s.c.c, keys, raw, time.Now().UnixMilli(), s.c.publish).Int64()
+}
+
+// grant is what one acquire script answered.
+type grant struct {
+	ok      bool
+	nearest int64 // the earliest expiry of a permit taken, ms; -1 if none
+	sent    time.Time
+}
+
+// try sends one acquire of the permit id with leaseTime (0: none).
+func (s *PermitSemaphore) try(ctx context.Context, id []byte, leaseTime time.Duration) (grant, error) {
+	g := grant{sent: time.Now()}
+	expiry := foreverMs
+	if leaseTime > 0 {
+		expiry = g.sent.UnixMilli() + ms(leaseTime)
+	}
+	keys := []string{s.raw, s.timeouts, s.channel}
+	v, err := semAcquireScript.Run(ctx, s.c.c, keys, 1, expiry, g.sent.UnixMilli(), foreverMs, s.c.publish, id).Int64Slice()
+	if err != nil {
+		return g, err
+	}
+	if len(v) != 2 {
+		return g, fmt.Errorf("redisson: unexpected reply %v", v)
+	}
+	g.ok, g.nearest = v[0] == 1, v[1]
+	return g, nil
+}
+
+func (s *PermitSemaphore) acquire(ctx context.Context, leaseTime time.Duration, wait bool) (*Permit, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	if leaseTime < 0 {
+		return nil, invalid("negative lease time %v", leaseTime)
+	}
+	var wake <-chan struct{}
+	var bo backoff.BackOff
+	got := false // for the deferred stop: a waiter that leaves without a permit passes its wake on
+	for {
+		if err := s.stillWanted(ctx); err != nil {
+			return nil, err
+		}
+		id := newPermitID()
+		g, err := s.try(ctx, id, leaseTime)
+		if err == nil && g.ok {
+			p, perr := s.c.permits.add(s, id, g.sent, leaseTime)
+			got = perr == nil
+			return p, perr
+		}
+		if err != nil {
+			s.cleanup(id, err)
+			if !wait || refused(err) {
+				return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, err)
+			}
+		} else if !wait {
+			return nil, fmt.Errorf("%w: %q: no permit is free", lease.ErrNotAcquired, s.name)
+		}
+		if bo == nil {
+			bo = s.c.cfg.backoff()
+			// Listen before looking again, so that a release between
+			// that look and the wait is heard.
+			w, stop, lerr := s.c.notifier.listenCounted(ctx, s.channel)
+			if lerr != nil {
+				return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, lease.ErrClosed)
+			}
+			defer func() { stop(!got) }()
+			wake = w
+			continue
+		}
+		pause := bo.NextBackOff()
+		if pause == backoff.Stop {
+			return nil, fmt.Errorf("%w: %q: the backoff policy gave up", lease.ErrNotAcquired, s.name)
+		}
+		if err == nil && g.nearest >= 0 {
+			pause = min(pause, max(time.Until(time.UnixMilli(g.nearest)), time.Millisecond))
+		}
+		sleep(ctx, wake, pause)
+	}
+}
+
+// stillWanted returns why a wait must end before its next attempt: the
+// Client closed, or ctx ended.
+func (s *PermitSemaphore) stillWanted(ctx context.Context) error {
+	if s.c.isClosed() {
+		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, lease.ErrClosed)
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, ctxErr(ctx))
+	}
+	return nil
+}
+
+// cleanup follows an acquire whose outcome is unknown (a timeout: it may
+// still run, docs/design.md S7): the permit it may have taken is given
+// back, as Redisson releases the ids of an acquire that failed, so that
+// no phantom holds it for its lease (or for ever, without one).
+func (s *PermitSemaphore) cleanup(id []byte, err error) {
+	var re redis.Error
+	if errors.As(err, &re) {
+		return // the server answered: nothing was applied
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.opTimeout)
+	defer cancel()
+	_, _ = s.release(ctx, id)
+}
+
+// newPermitID returns a fresh permit id's bytes, as Redisson draws them.
+func newPermitID() []byte {
+	b := make([]byte, permitIDLen)
+	_, _ = rand.Read(b)
+	return b
+}
