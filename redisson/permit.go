@@ -1,7 +1,6 @@
 package redisson
 
 import (
-	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -160,12 +159,19 @@ func (p *Permit) end(cause error) {
 	p.s.c.permits.forget(p)
 }
 
-// permitSet is the permits a Client holds, so that Close gives them back.
+// permitSet is the permits a Client holds, so that Close gives them back
+// and a Release by id ends the Permit it names, found at once however
+// many the Client holds.
 type permitSet struct {
 	mu     sync.Mutex
-	live   map[*Permit]struct{}
+	live   map[permitKey]*Permit
 	closed bool
 }
+
+// permitKey names a permit: its semaphore's key and its id's bytes.
+type permitKey struct{ raw, id string }
+
+func (p *Permit) key() permitKey { return permitKey{p.s.raw, string(p.id)} }
 
 // add records a permit the server granted, or gives it back at once when
 // the Client closed meanwhile.
@@ -182,9 +188,9 @@ func (ps *permitSet) add(s *PermitSemaphore, id []byte, sent time.Time, leaseTim
 		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, lease.ErrClosed)
 	}
 	if ps.live == nil {
-		ps.live = map[*Permit]struct{}{}
+		ps.live = map[permitKey]*Permit{}
 	}
-	ps.live[p] = struct{}{}
+	ps.live[p.key()] = p
 	p.mu.Lock()
 	p.arm(sent, leaseTime)
 	p.mu.Unlock()
@@ -192,25 +198,23 @@ func (ps *permitSet) add(s *PermitSemaphore, id []byte, sent time.Time, leaseTim
 	return p, nil
 }
 
-// endID ends the live permits of s with the id raw (one at most: ids are
-// random) with cause.
+// endID ends the live permit of s with the id raw, if this Client holds
+// it, with cause.
 func (ps *permitSet) endID(s *PermitSemaphore, raw []byte, cause error) {
 	ps.mu.Lock()
-	var found []*Permit
-	for p := range ps.live {
-		if p.s.raw == s.raw && bytes.Equal(p.id, raw) {
-			found = append(found, p)
-		}
-	}
+	p := ps.live[permitKey{s.raw, string(raw)}]
 	ps.mu.Unlock()
-	for _, p := range found {
+	if p != nil {
 		p.end(cause)
 	}
 }
 
+// forget drops p, and only p: a key is p's own (ids are random).
 func (ps *permitSet) forget(p *Permit) {
 	ps.mu.Lock()
-	delete(ps.live, p)
+	if ps.live[p.key()] == p {
+		delete(ps.live, p.key())
+	}
 	ps.mu.Unlock()
 }
 
@@ -221,7 +225,7 @@ func (ps *permitSet) close(opTimeout time.Duration) []error {
 	ps.mu.Lock()
 	ps.closed = true
 	live := make([]*Permit, 0, len(ps.live))
-	for p := range ps.live {
+	for _, p := range ps.live {
 		live = append(live, p)
 	}
 	ps.live = nil
