@@ -192,7 +192,7 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 		defer l.leaveUnless(&got, key, fw) // Java's acquireFailed: do not hold up those behind
 	}
 	for {
-		if err := l.stillWanted(ctx); err != nil {
+		if err := l.c.stillWanted(ctx, l.name); err != nil {
 			return nil, err
 		}
 		// Acquisitions of one owner's field are serialized in the
@@ -269,14 +269,14 @@ func (l *Lock) stop(err error, wait bool) error {
 	return nil
 }
 
-// stillWanted returns why a wait must end before its next attempt: the
-// Client closed, or ctx ended.
-func (l *Lock) stillWanted(ctx context.Context) error {
-	if l.c.isClosed() {
-		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, lease.ErrClosed)
+// stillWanted returns why a wait for name must end before its next
+// attempt: the Client closed, or ctx ended. Locks and semaphores share it.
+func (c *Client) stillWanted(ctx context.Context, name string) error {
+	if c.isClosed() {
+		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, name, lease.ErrClosed)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, ctxErr(ctx))
+		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, name, ctxErr(ctx))
 	}
 	return nil
 }

@@ -214,7 +214,7 @@ func (s *PermitSemaphore) acquire(ctx context.Context, leaseTime time.Duration, 
 	var bo backoff.BackOff
 	got := false // for the deferred stop: a waiter that leaves without a permit passes its wake on
 	for {
-		if err := s.stillWanted(ctx); err != nil {
+		if err := s.c.stillWanted(ctx, s.name); err != nil {
 			return nil, err
 		}
 		id := newPermitID()
@@ -253,18 +253,6 @@ func (s *PermitSemaphore) acquire(ctx context.Context, leaseTime time.Duration, 
 		}
 		sleep(ctx, wake, pause)
 	}
-}
-
-// stillWanted returns why a wait must end before its next attempt: the
-// Client closed, or ctx ended.
-func (s *PermitSemaphore) stillWanted(ctx context.Context) error {
-	if s.c.isClosed() {
-		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, lease.ErrClosed)
-	}
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, ctxErr(ctx))
-	}
-	return nil
 }
 
 // cleanup follows an acquire whose outcome is unknown (a timeout: it may
