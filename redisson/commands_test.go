@@ -202,7 +202,7 @@ func semDocs(t *testing.T, c redis.UniversalClient, cl *redisson.Client) {
 	if err := <-waiter; err != nil {
 		t.Fatal(err)
 	}
-	p, err = sem.Acquire(ctx, 50*time.Millisecond) // reclaims the waiter's once expired
+	_, err = sem.Acquire(ctx, 50*time.Millisecond) // reclaims the waiter's once expired
 	if err != nil {
 		t.Fatal(err)
 	}
