@@ -189,7 +189,9 @@ func semDocs(t *testing.T, c redis.UniversalClient, cl *redisson.Client) {
 	}
 	waiter := make(chan error, 1)
 	go func() {
-		w, err := newClient(t, c).GetPermitExpirableSemaphore("semdocs").Acquire(ctx, 50*time.Millisecond)
+		// Leased long, then cut short: an UpdateLeaseTime on a permit
+		// whose 50ms had run out on a loaded machine would be refused.
+		w, err := newClient(t, c).GetPermitExpirableSemaphore("semdocs").Acquire(ctx, time.Minute)
 		if err == nil {
 			err = w.UpdateLeaseTime(ctx, 50*time.Millisecond)
 		}
