@@ -207,7 +207,6 @@ func TestLateLockReplyNotHandedOver(t *testing.T) {
 // lease.ErrNotAcquired and takes the entry back, for every kind of lock;
 // a re-entry takes back only its own entry.
 func TestLateLockReplyGivenBack(t *testing.T) {
-	const ttl = 4 * time.Second // the server keeps an entry 2s past its local deadline
 	kinds := []struct {
 		name string
 		lock func(*redisson.Client, string) *redisson.Lock
@@ -226,48 +225,55 @@ func TestLateLockReplyGivenBack(t *testing.T) {
 			}
 			t.Run(label, func(t *testing.T) {
 				t.Parallel()
-				ctx := bounded(t, time.Minute)
-				name := uniqueName(t)
-				hook := newReplyHook(lockReplies(name))
-				c := hookedClient(t, hook)
-				cl := newClient(t, c, redisson.WithWatchdogTimeout(ttl), redisson.WithDrift(0.5, 0))
-				l := k.lock(cl, name)
-				octx := redisson.WithOwner(ctx, redisson.Owner{ThreadID: 1})
-				var first *redisson.Hold
-				if reentry {
-					h, err := l.Lock(octx)
-					if err != nil {
-						t.Fatal(err)
-					}
-					first = h
-					hook.next(t, ctx)
-				}
-				hook.held.Store(1)
-				hook.openAfter(ctx, ttl/2+50*time.Millisecond)
-				h, err := l.TryLock(octx)
-				if err == nil {
-					t.Fatalf("TryLock handed over an entry answered past ttl − drift (hold deadline %v from now)", time.Until(h.Deadline()))
-				}
-				if !errors.Is(err, lease.ErrNotAcquired) {
-					t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
-				}
-				if !reentry {
-					if n := c.Exists(ctx, name).Val(); n != 0 {
-						t.Fatalf("the late entry was not taken back: %v", c.HGetAll(ctx, name).Val())
-					}
-					return
-				}
-				if err := first.Err(); err != nil {
-					t.Fatalf("the first entry ended: %v", err)
-				}
-				if got := c.HGet(ctx, name, first.Field()).Val(); got != "1" {
-					t.Fatalf("the owner's count is %q after a late re-entry, want 1", got)
-				}
-				if err := first.Unlock(ctx); err != nil {
-					t.Fatal(err)
-				}
+				lateTryLock(t, k.lock, reentry)
 			})
 		}
+	}
+}
+
+// lateTryLock is a TryLock (a re-entry, if reentry) on a lock of the kind
+// that lock makes, answered half a TTL after the local deadline.
+func lateTryLock(t *testing.T, lock func(*redisson.Client, string) *redisson.Lock, reentry bool) {
+	const ttl = 4 * time.Second // the server keeps an entry 2s past its local deadline
+	ctx := bounded(t, time.Minute)
+	name := uniqueName(t)
+	hook := newReplyHook(lockReplies(name))
+	c := hookedClient(t, hook)
+	cl := newClient(t, c, redisson.WithWatchdogTimeout(ttl), redisson.WithDrift(0.5, 0))
+	l := lock(cl, name)
+	octx := redisson.WithOwner(ctx, redisson.Owner{ThreadID: 1})
+	var first *redisson.Hold
+	if reentry {
+		h, err := l.Lock(octx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first = h
+		hook.next(t, ctx)
+	}
+	hook.held.Store(1)
+	hook.openAfter(ctx, ttl/2+50*time.Millisecond)
+	h, err := l.TryLock(octx)
+	if err == nil {
+		t.Fatalf("TryLock handed over an entry answered past ttl − drift (hold deadline %v from now)", time.Until(h.Deadline()))
+	}
+	if !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("TryLock: %v, want ErrNotAcquired", err)
+	}
+	if !reentry {
+		if n := c.Exists(ctx, name).Val(); n != 0 {
+			t.Fatalf("the late entry was not taken back: %v", c.HGetAll(ctx, name).Val())
+		}
+		return
+	}
+	if err := first.Err(); err != nil {
+		t.Fatalf("the first entry ended: %v", err)
+	}
+	if got := c.HGet(ctx, name, first.Field()).Val(); got != "1" {
+		t.Fatalf("the owner's count is %q after a late re-entry, want 1", got)
+	}
+	if err := first.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -373,7 +379,7 @@ func TestShorterLeaseMovesDeadlineFirst(t *testing.T) {
 		}
 		t.Run(label, func(t *testing.T) {
 			t.Parallel()
-			const shorter = 2 * time.Second // the local deadline 500ms before it
+			const shorter = 4 * time.Second // the local deadline 2s before it
 			ctx := bounded(t, time.Minute)
 			name := uniqueName(t)
 			plain := redis.NewClient(&redis.Options{Addr: redisAddr})
@@ -383,7 +389,7 @@ func TestShorterLeaseMovesDeadlineFirst(t *testing.T) {
 				t.Fatal(err)
 			}
 			hook := newReplyHook(updateReplies(sb.TimeoutsKey()))
-			a := newClient(t, hookedClient(t, hook), redisson.WithDrift(0.25, 0))
+			a := newClient(t, hookedClient(t, hook), redisson.WithDrift(0.5, 0))
 			p, err := a.GetPermitExpirableSemaphore(name).Acquire(ctx, time.Minute)
 			if err != nil {
 				t.Fatal(err)
