@@ -263,20 +263,20 @@ func (l *Lock) tryHold(ctx context.Context, key holdKey, owner Owner, fw fairArg
 var errTooLate = errors.New("it was won, but answered too late to be used")
 
 // handOver records the entry a granted and returns its Hold, unless it
-// came too late to use (S1): its reply later than ttl − drift after the
-// request was sent, or the hold ended or past its deadline by the time
-// the Hold was made (a stall in between). The watchdog would end such a
-// Hold only after the caller had it. An entry too late is taken back on
-// the server, under the owner's stripe, and the error wraps errTooLate;
-// a take-back that fails leaves the entry to its TTL, never renewed.
+// came too late to use (S1): the hold ended, or past its deadline, by the
+// time the Hold was made. A new hold's deadline is sent + ttl − drift, so
+// a reply later than that is never handed over; a re-entry counts on its
+// hold's deadline, which the watchdog keeps, so a slow re-entry into a
+// hold still in time is handed over. The watchdog would end a Hold too
+// late only after the caller had it. An entry too late is taken back on
+// the server, under the owner's stripe, and the error wraps errTooLate; a
+// take-back that fails leaves the entry to its TTL, never renewed.
 func (c *Client) handOver(ctx context.Context, l *Lock, key holdKey, owner Owner, a attempt) (*Hold, error) {
-	if time.Since(a.sent) < c.cfg.ttl-c.cfg.drift(c.cfg.ttl) {
-		h, err := c.held(ctx, l, key, owner, a)
-		if err != nil || h.inTime() {
-			return h, err
-		}
-		h.drop()
+	h, err := c.held(ctx, l, key, owner, a)
+	if err != nil || h.inTime() {
+		return h, err
 	}
+	h.drop()
 	uctx, cancel := context.WithTimeout(context.Background(), c.cfg.opTimeout)
 	defer cancel()
 	_, _ = c.unlockOnce(uctx, key, newUUID())
