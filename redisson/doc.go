@@ -126,6 +126,13 @@
 //	                                                          [DeadJavaHolderExpires]
 //	Context cancelled before the server expiry   holds        holds for the Go holder
 //	  [TestCancelledBeforeServerExpiry]
+//	A lock or permit whose acquire reply came    holds        holds for the Go holder
+//	  after ttl − drift is never handed over:
+//	  given back, and the wait goes on
+//	  [TestLateLockReplyNotHandedOver,
+//	  TestLateLockReplyGivenBack,
+//	  TestLatePermitReplyNotHandedOver,
+//	  TestLatePermitReplyGivenBack]
 //	Field-checked unlock and renewal; a second   holds        holds for the Go holder
 //	  unlock or one after loss is ErrNotHeld
 //	  [ReentryCounts, ForceUnlockIsLoss]
@@ -172,6 +179,13 @@
 //	  [SemGoPermitEndsFirst]                                  reclaim it sooner
 //	RPermitExpirableSemaphore: a release of an   holds        holds (lease.ErrNotHeld)
 //	  id not held fails [SemReleaseErrors]
+//	RPermitExpirableSemaphore: a shorter lease   holds        holds in this host's clock
+//	  moves the local deadline before it is
+//	  sent [TestShorterLeaseMovesDeadlineFirst]
+//	RPermitExpirableSemaphore: a permit updated  holds        holds: given back by UpdateLeaseTime,
+//	  after its local end, or whose update went               its local deadline or Close
+//	  unanswered, is given back, never forgotten
+//	  [TestPermitUpdatedAfterItsEndIsGivenBack]
 //	RPermitExpirableSemaphore: renewal           none         none, as in Redisson: a fixed lease
 //	                                                          time, or none
 //	Exclusion against a Java holder that         n/a          cannot: Redisson never tells a Java

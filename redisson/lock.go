@@ -195,25 +195,18 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 		if err := l.c.stillWanted(ctx, l.name); err != nil {
 			return nil, err
 		}
-		// Acquisitions of one owner's field are serialized in the
-		// Client, so that the count the server answers follows the order
-		// in which they are recorded: held trusts a count of 1 to mean
-		// that the owner had nothing there, whatever its local hold says.
-		mu := l.c.stripe(key)
-		mu.Lock()
-		a, err := l.try(ctx, key.field, fw)
-		if err == nil && a.ok {
-			h, herr := l.c.held(ctx, l, key, owner, a)
-			mu.Unlock()
-			got = herr == nil
-			return h, herr
+		h, a, err := l.tryHold(ctx, key, owner, fw)
+		switch {
+		case h != nil:
+			got = true
+			return h, nil
+		case a.ok && wait && errors.Is(err, errTooLate):
+			// Won, but too late to use, and given back: try again as
+			// for a held lock, after the backoff step.
+			err, a.pttl = nil, -1
+		case a.ok:
+			return nil, err
 		}
-		if err != nil {
-			// Under the stripe: a concurrent entry of the same owner,
-			// granted but not yet recorded, must not be taken back.
-			l.c.cleanup(key, err)
-		}
-		mu.Unlock()
 		if err := l.stop(err, wait); err != nil {
 			return nil, err
 		}
@@ -237,6 +230,83 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 			pause = min(pause, time.Duration(a.pttl)*time.Millisecond)
 		}
 		sleep(ctx, wake, pause)
+	}
+}
+
+// tryHold makes one attempt for key's owner and hands over what it won:
+// the Hold, or what the attempt answered (a.ok false: another holds the
+// lock) or an error (a.ok true: won, but not handed over).
+func (l *Lock) tryHold(ctx context.Context, key holdKey, owner Owner, fw fairArgs) (*Hold, attempt, error) {
+	// Acquisitions of one owner's field are serialized in the Client, so
+	// that the count the server answers follows the order in which they
+	// are recorded: held trusts a count of 1 to mean that the owner had
+	// nothing there, whatever its local hold says.
+	mu := l.c.stripe(key)
+	mu.Lock()
+	defer mu.Unlock()
+	a, err := l.try(ctx, key.field, fw)
+	switch {
+	case err != nil:
+		// Under the stripe: a concurrent entry of the same owner,
+		// granted but not yet recorded, must not be taken back.
+		l.c.cleanup(key, err)
+		return nil, a, err
+	case !a.ok:
+		return nil, a, nil
+	}
+	h, err := l.c.handOver(ctx, l, key, owner, a)
+	return h, a, err
+}
+
+// errTooLate is why an acquisition the server granted was not handed
+// over: its reply came after the local deadline it would have had.
+var errTooLate = errors.New("it was won, but answered too late to be used")
+
+// handOver records the entry a granted and returns its Hold, unless it
+// came too late to use (S1): the hold ended, or past its deadline, by the
+// time the Hold was made. A new hold's deadline is sent + ttl − drift, so
+// a reply later than that is never handed over; a re-entry counts on its
+// hold's deadline, which the watchdog keeps, so a slow re-entry into a
+// hold still in time is handed over. The watchdog would end a Hold too
+// late only after the caller had it. An entry too late is taken back on
+// the server, under the owner's stripe, and the error wraps errTooLate; a
+// take-back that fails leaves the entry to its TTL, never renewed.
+func (c *Client) handOver(ctx context.Context, l *Lock, key holdKey, owner Owner, a attempt) (*Hold, error) {
+	h, err := c.held(ctx, l, key, owner, a)
+	if err != nil || h.inTime() {
+		return h, err
+	}
+	h.drop()
+	uctx, cancel := context.WithTimeout(context.Background(), c.cfg.opTimeout)
+	defer cancel()
+	_, _ = c.unlockOnce(uctx, key, newUUID())
+	return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, errTooLate)
+}
+
+// inTime reports whether h may be handed over: its hold has not ended and
+// its deadline has not passed.
+func (h *Hold) inTime() bool {
+	return h.h.ctx.Err() == nil && time.Now().Before(h.Deadline())
+}
+
+// drop takes back, locally, the entry of a Hold that is not handed over;
+// the server's entry is the caller's to take back.
+func (h *Hold) drop() {
+	h.mu.Lock()
+	h.unlocked = true
+	h.mu.Unlock()
+	h.cancel(errTooLate)
+	hd, c := h.h, h.l.c
+	hd.mu.Lock()
+	defer hd.mu.Unlock()
+	if hd.count == 0 {
+		return
+	}
+	hd.count--
+	if hd.count == 0 {
+		_ = c.wd.Remove(hd.entry)
+		c.forget(hd)
+		hd.cancel(fmt.Errorf("%w: redisson %s %q: %w", lease.ErrNotAcquired, hd.key.kind, hd.key.raw, errTooLate))
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -45,6 +47,7 @@ type Permit struct {
 	mu       sync.Mutex
 	deadline time.Time   // the local deadline; zero without a lease time
 	timer    *time.Timer // ends ctx at deadline
+	unknown  bool        // an update went unanswered: give it back when ctx ends
 }
 
 // ID returns the permit's id: 32 lowercase hex digits, as Redisson's.
@@ -98,65 +101,173 @@ func (p *Permit) Release(ctx context.Context) error {
 // or released) is not brought back: that is an error wrapping
 // lease.ErrNotHeld, and the context ends with lease.ErrLost. So is a
 // permit whose context had already ended: its work was told to stop.
+//
+// A shorter lease moves the local deadline before the request is sent, to
+// sent + leaseTime − drift: the server may apply it whatever becomes of
+// the reply, and a failed update leaves it moved. A permit whose context
+// ended while the update was on its way, and that the server updated, is
+// given back. So is one whose update went unanswered (the server may have
+// made its lease longer, or endless), once its context ends; until given
+// back it stays with the Client, whose Close gives it back.
 func (p *Permit) UpdateLeaseTime(ctx context.Context, leaseTime time.Duration) error {
 	s := p.s
 	if leaseTime < 0 {
 		return invalid("negative lease time %v", leaseTime)
 	}
-	if err := p.Err(); err != nil {
+	sent := time.Now()
+	if err := p.shorten(sent, leaseTime); err != nil {
 		return fmt.Errorf("%w: %q: permit %s ended: %w", lease.ErrNotHeld, s.name, p.ID(), err)
 	}
-	sent := time.Now()
 	expiry := foreverMs
 	if leaseTime > 0 {
 		expiry = sent.UnixMilli() + ms(leaseTime)
 	}
 	keys := []string{s.raw, s.timeouts, s.channel}
 	n, err := semUpdateScript.Run(ctx, s.c.c, keys, p.id, expiry, sent.UnixMilli(), s.c.publish).Int64()
-	if err != nil {
+	var re redis.Error
+	switch {
+	case errors.As(err, &re):
+		return err // refused: nothing was applied
+	case err != nil:
+		p.unsure()
 		return err
-	}
-	if n == 0 {
+	case n == 0:
 		p.end(fmt.Errorf("%w: redisson permit %s of %q: gone at an UpdateLeaseTime", lease.ErrLost, p.ID(), s.raw))
 		return fmt.Errorf("%w: %q: permit %s was released or reclaimed", lease.ErrNotHeld, s.name, p.ID())
 	}
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.ctx.Err() != nil {
-		// The local deadline passed while the update was on its way.
+	if p.lapsed() {
+		// The local deadline passed while the update was on its way,
+		// and the server applied it: nothing else would give it back.
+		// Its timer, if still to fire, gives it back too.
+		p.unknown = true
+		p.mu.Unlock()
+		p.giveBack()
 		return fmt.Errorf("%w: %q: permit %s ended: %w", lease.ErrNotHeld, s.name, p.ID(), context.Cause(p.ctx))
 	}
+	p.unknown = false
 	p.arm(sent, leaseTime)
+	p.mu.Unlock()
 	return nil
+}
+
+// shorten moves the local deadline to what a lease time of leaseTime sent
+// at sent gives, if that is earlier, or returns why the permit ended.
+func (p *Permit) shorten(sent time.Time, leaseTime time.Duration) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lapsed() {
+		return context.Cause(p.ctx)
+	}
+	if leaseTime == 0 {
+		return nil
+	}
+	if d := sent.Add(leaseTime - p.s.c.cfg.drift(leaseTime)); p.deadline.IsZero() || d.Before(p.deadline) {
+		p.setDeadline(d)
+	}
+	return nil
+}
+
+// unsure follows an update whose outcome is unknown: the permit is given
+// back when its context ends (now, if it has).
+func (p *Permit) unsure() {
+	p.mu.Lock()
+	p.unknown = true
+	ended := p.lapsed()
+	p.mu.Unlock()
+	if ended {
+		p.giveBack()
+	}
 }
 
 // arm sets the local deadline for a lease time from sent, under p.mu.
 func (p *Permit) arm(sent time.Time, leaseTime time.Duration) {
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
-	}
-	p.deadline = time.Time{}
 	if leaseTime == 0 {
+		p.setDeadline(time.Time{})
 		return
 	}
-	p.deadline = sent.Add(leaseTime - p.s.c.cfg.drift(leaseTime))
-	p.timer = time.AfterFunc(time.Until(p.deadline), func() {
-		p.end(fmt.Errorf("%w: redisson permit %s of %q: its lease time ran out in this host's clock", lease.ErrLost, p.ID(), p.s.raw))
-	})
+	p.setDeadline(sent.Add(leaseTime - p.s.c.cfg.drift(leaseTime)))
 }
 
-// end ends the permit's context with cause (the first cause stays) and
-// forgets it in the Client.
-func (p *Permit) end(cause error) {
-	p.mu.Lock()
+// setDeadline sets the local deadline (zero: none) and the timer that
+// ends the permit then, under p.mu.
+func (p *Permit) setDeadline(d time.Time) {
 	if p.timer != nil {
 		p.timer.Stop()
 		p.timer = nil
 	}
-	p.mu.Unlock()
+	p.deadline = d
+	if !d.IsZero() {
+		p.timer = time.AfterFunc(time.Until(d), p.expire)
+	}
+}
+
+// inTime reports whether p may be handed over: its context has not ended
+// and its deadline, if any, has not passed.
+func (p *Permit) inTime() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.lapsed()
+}
+
+// lapsed reports, under p.mu, whether the permit has ended, ending it
+// first if its deadline has passed before its timer did: what is decided
+// under p.mu never finds the deadline passed and the context live.
+func (p *Permit) lapsed() bool {
+	if p.ctx.Err() == nil && !p.deadline.IsZero() && !time.Now().Before(p.deadline) {
+		p.cancel(p.expired())
+	}
+	return p.ctx.Err() != nil
+}
+
+// expired is the cause of a permit's end at its local deadline.
+func (p *Permit) expired() error {
+	return fmt.Errorf("%w: redisson permit %s of %q: its lease time ran out in this host's clock", lease.ErrLost, p.ID(), p.s.raw)
+}
+
+// stop ends the permit's context with cause (the first cause stays), and
+// reports whether the server may hold it past this end: an update of it
+// went unanswered. The context ends under p.mu, so that an update that
+// looks under p.mu either sees it ended or arms before it ends.
+func (p *Permit) stop(cause error) (unknown bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.timer != nil {
+		p.timer.Stop()
+		p.timer = nil
+	}
 	p.cancel(cause)
+	return p.unknown
+}
+
+// end ends the permit's context with cause and forgets it in the Client:
+// the server holds it no longer, or the caller gives it back.
+func (p *Permit) end(cause error) {
+	p.stop(cause)
 	p.s.c.permits.forget(p)
+}
+
+// expire ends the permit at its local deadline. One whose server state is
+// unknown is given back rather than forgotten: nothing else would.
+func (p *Permit) expire() {
+	if p.stop(p.expired()) {
+		p.giveBack()
+		return
+	}
+	p.s.c.permits.forget(p)
+}
+
+// giveBack releases an ended permit that the server may still hold. It
+// stays with the Client (or is taken back there) until a release is
+// answered, so that Close tries again.
+func (p *Permit) giveBack() {
+	ctx, cancel := context.WithTimeout(context.Background(), p.s.c.cfg.opTimeout)
+	defer cancel()
+	if _, err := p.s.release(ctx, p.id); err == nil {
+		p.s.c.permits.forget(p)
+		return
+	}
+	p.s.c.permits.keep(p)
 }
 
 // permitSet is the permits a Client holds, so that Close gives them back
@@ -207,6 +318,20 @@ func (ps *permitSet) endID(s *PermitSemaphore, raw []byte, cause error) {
 	if p != nil {
 		p.end(cause)
 	}
+}
+
+// keep tracks p again, an ended permit not yet given back, unless the
+// Client has closed.
+func (ps *permitSet) keep(p *Permit) {
+	ps.mu.Lock()
+	defer ps.mu.Unlock()
+	if ps.closed {
+		return
+	}
+	if ps.live == nil {
+		ps.live = map[permitKey]*Permit{}
+	}
+	ps.live[p.key()] = p
 }
 
 // forget drops p, and only p: a key is p's own (ids are random).

@@ -220,9 +220,14 @@ func (s *PermitSemaphore) acquire(ctx context.Context, leaseTime time.Duration, 
 		id := newPermitID()
 		g, err := s.try(ctx, id, leaseTime)
 		if err == nil && g.ok {
-			p, perr := s.c.permits.add(s, id, g.sent, leaseTime)
-			got = perr == nil
-			return p, perr
+			p, perr := s.handOver(id, g.sent, leaseTime)
+			if !wait || !errors.Is(perr, errTooLate) {
+				got = perr == nil
+				return p, perr
+			}
+			// Won, but too late to use, and given back: try again as
+			// when no permit is free, after the backoff step.
+			g.nearest = -1
 		}
 		if err != nil {
 			s.cleanup(id, err)
@@ -253,6 +258,27 @@ func (s *PermitSemaphore) acquire(ctx context.Context, leaseTime time.Duration, 
 		}
 		sleep(ctx, wake, pause)
 	}
+}
+
+// handOver records the permit id the server granted and returns it,
+// unless it came too late to use (S1): its reply later than leaseTime −
+// drift after the request was sent, or the permit ended or past its
+// deadline by the time it was recorded (a stall in between). Its timer
+// would end such a Permit only after the caller had it. A permit too late
+// is released, and the error wraps errTooLate; a release that fails leaves
+// it to its expiry, which is near by then.
+func (s *PermitSemaphore) handOver(id []byte, sent time.Time, leaseTime time.Duration) (*Permit, error) {
+	if leaseTime == 0 || time.Since(sent) < leaseTime-s.c.cfg.drift(leaseTime) {
+		p, err := s.c.permits.add(s, id, sent, leaseTime)
+		if err != nil || p.inTime() {
+			return p, err
+		}
+		p.end(fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, errTooLate))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.opTimeout)
+	defer cancel()
+	_, _ = s.release(ctx, id)
+	return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, errTooLate)
 }
 
 // cleanup follows an acquire whose outcome is unknown (a timeout: it may
