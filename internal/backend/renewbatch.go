@@ -22,7 +22,7 @@ var (
 // reach its key: the node no longer serves its slot (a migration since the
 // grouping), or the key has moved out of a slot the node is MIGRATING, or
 // the key raised some other error. Unknown: renewBatched renews the lease
-// again with renew.lua (unproven), which follows the slot.
+// again in a call that declares its key, which follows the slot (recheck).
 var errNotLocal = errors.New("renewal sent to a Cluster node that no longer serves the lease's slot")
 
 // errCounterAway is a lease's outcome in a renew_node.lua call that renewed
@@ -230,7 +230,9 @@ func (r *Redis) refreshCounters(ctx context.Context, items []Item, errs []error,
 	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for _, i := range away {
 			if left := 2*items[i].TTL - time.Since(sent); left > 0 {
-				p.Do(ctx, "PEXPIRE", r.layout.Fence(items[i].Name), ms(left), "GT")
+				cmd := redis.NewIntCmd(ctx, "pexpire", r.layout.Fence(items[i].Name), ms(left), "gt")
+				cmd.SetFirstKeyPos(1) // routed by the counter's slot, whatever go-redis knows of PEXPIRE
+				_ = p.Process(ctx, cmd)
 			}
 		}
 		return nil
