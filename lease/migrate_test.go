@@ -177,3 +177,78 @@ func checkHeld(t *testing.T, held []*lease.Lease, when string) {
 		}
 	}
 }
+
+// Issue 46, item 6: a lease whose fence counter alone has moved to the
+// importing node, renewed in one renew_node.lua call with ten leases of
+// other slots of the same primary. The source still serves the lease's key;
+// the counter, missing from a MIGRATING slot, is a key the script may not
+// touch there. That one lease's counter must cost none of the others, and
+// not the lease itself: Redis still holds every one of them with its token.
+func TestClusterMigratingCounterKeepsNodeLeases(t *testing.T) {
+	cl := redistest.NewCluster(t, 3, 0)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cc := cl.Client(t)
+	const ttl = 2 * time.Second
+	m := newManager(t, cc, lease.WithTTL(ttl))
+	names := append([]string{"p}1"}, sameNodeNames(ctx, t, cc, "tenure:{p}1}", 10)...)
+	var held []*lease.Lease
+	for _, name := range names {
+		l, err := m.TryAcquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+	}
+	const counter = "tenure:{p}1}:fence"
+	mv := startMove(ctx, t, cl, "tenure:{p}1}")
+	mv.migrate(counter)
+	time.Sleep(3 * ttl) // two counter TTLs less a renewal: nine renewals of each
+	var lost []string
+	for _, l := range held {
+		if l.Err() != nil {
+			lost = append(lost, fmt.Sprintf("%s (%v)", l.Name(), context.Cause(l.Context())))
+		}
+	}
+	if len(lost) > 0 {
+		t.Fatalf("with p}1's counter moved, %d of %d leases were lost: %v", len(lost), len(held), lost)
+	}
+	if got := mv.src.Get(ctx, "tenure:{p}1}").Val(); got != held[0].Token() {
+		t.Fatalf("the source holds %q for p}1, want its token", got)
+	}
+	mv.finish()
+	time.Sleep(ttl)
+	checkHeld(t, held, "after the migration")
+	// The counter was given two TTLs when it moved; renewals since must
+	// have refreshed it where it went, or a held name would have lost it.
+	if n := mv.dst.Exists(ctx, counter).Val(); n != 1 {
+		t.Fatalf("p}1 is held but its counter is gone: the renewals did not refresh it on the importing node")
+	}
+}
+
+// sameNodeNames returns n lease names whose keys are in slots other than
+// key's, on the primary that serves key.
+func sameNodeNames(ctx context.Context, t *testing.T, cc *redis.ClusterClient, key string, n int) []string {
+	t.Helper()
+	node, err := cc.MasterForKey(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := cc.ClusterKeySlot(ctx, key).Val()
+	seen := map[int64]bool{own: true}
+	var names []string
+	for i := 0; len(names) < n; i++ {
+		name := fmt.Sprint("o", i)
+		k := "tenure:{" + name + "}"
+		s := cc.ClusterKeySlot(ctx, k).Val()
+		at, err := cc.MasterForKey(ctx, k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !seen[s] && at.Options().Addr == node.Options().Addr {
+			seen[s] = true
+			names = append(names, name)
+		}
+	}
+	return names
+}

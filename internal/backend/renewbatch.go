@@ -18,10 +18,17 @@ var (
 	renewNodeScript = newScript(renewNodeSrc)
 )
 
-// errNotLocal is a lease's outcome in a renew_node.lua call sent to a node
-// that no longer serves its slot (a migration since the grouping): unknown,
-// so the watchdog tries again, by when the client has reloaded its map.
+// errNotLocal is a lease's outcome in a renew_node.lua call that could not
+// reach its key: the node no longer serves its slot (a migration since the
+// grouping), or the key has moved out of a slot the node is MIGRATING, or
+// the key raised some other error. Unknown: renewBatched renews the lease
+// again in a call that declares its key, which follows the slot (recheck).
 var errNotLocal = errors.New("renewal sent to a Cluster node that no longer serves the lease's slot")
+
+// errCounterAway is a lease's outcome in a renew_node.lua call that renewed
+// its key but could not reach its counter on that node (refreshCounters).
+// It never leaves renewBatched.
+var errCounterAway = errors.New("lease renewed; its fence counter is on another Cluster node")
 
 // renewBatchMax bounds the leases one renew_leases.lua call renews: Redis
 // runs nothing else while a script runs, so a call of a few hundred leases
@@ -47,6 +54,19 @@ type renewCall struct {
 	tokens []any
 	fences []string
 	of     []any
+}
+
+// add appends item i, the plain lease it of key, to the batch call.
+func (c *renewCall) add(i int, key string, it Item, layout Layout) {
+	c.idx = append(c.idx, i)
+	c.leases = append(c.leases, key)
+	c.tokens = append(c.tokens, it.Token)
+	if !it.Light {
+		// In the order of the leases: the scripts walk both lists
+		// together.
+		c.fences = append(c.fences, layout.Fence(it.Name))
+		c.of = append(c.of, len(c.idx))
+	}
 }
 
 // build lays a batch call's keys and arguments out as its script reads
@@ -94,10 +114,42 @@ func batchModeOf(c redis.UniversalClient) batchMode {
 // (a slot, in a Cluster) and a TTL, every other item in its own renew.lua
 // call, all in one pipeline (go-redis splits a Cluster's per node).
 func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
+	sent := time.Now()
 	calls := r.renewCalls(ctx, items)
 	r.sendRenewals(ctx, r.reachable(ctx, calls))
-	var retry []int // items of batch calls the server could not run, or whose answer proves nothing
-	moved, unreachable := false, false
+	retry, unproven, reload := r.outcomes(calls, errs)
+	// A node that cannot be reached may have been replaced: on a Cluster
+	// whose primary died, its replica is promoted within seconds, and the
+	// renewals retried before the lease's deadline must go there. go-redis
+	// reloads its slot map by itself only every 10s, which a 10s TTL does
+	// not survive.
+	if reload {
+		r.reloadState(ctx)
+	}
+	if len(unproven) > 0 {
+		r.recheck(ctx, items, errs, unproven)
+	}
+	r.refreshCounters(ctx, items, errs, sent)
+	if len(retry) > 0 {
+		sub := make([]Item, len(retry))
+		subErrs := make([]error, len(retry))
+		for k, i := range retry {
+			sub[k] = items[i]
+		}
+		r.pipelined(ctx, renewScript, sub, subErrs, r.renewArgs, renewResult)
+		for k, i := range retry {
+			errs[i] = subErrs[k]
+		}
+	}
+}
+
+// outcomes writes each call's answers into errs. It returns the items to
+// renew again with renew.lua (those of batch calls the server could not
+// run), those to renew again one by one with renew_node.lua (those whose
+// answer proves nothing: unproven), and whether the Cluster client should
+// reload its slot map: a node could not be reached, or did not serve a
+// lease's slot.
+func (r *Redis) outcomes(calls []*renewCall, errs []error) (retry, unproven []int, reload bool) {
 	for _, c := range calls {
 		switch err := c.cmd.Err(); {
 		case c.batch && batchUnsupported(err):
@@ -113,35 +165,79 @@ func (r *Redis) renewBatched(ctx context.Context, items []Item, errs []error) {
 		}
 		c.results(errs)
 		if c.node {
-			retry = append(retry, c.unproven(errs)...)
+			u := c.unproven(errs)
+			reload = reload || slices.ContainsFunc(u, func(i int) bool { return errs[i] == errNotLocal })
+			unproven = append(unproven, u...)
 		}
-		moved = moved || c.node && c.cmd.Err() == nil && slices.Contains(errs, errNotLocal)
 		if transportFailure(c.cmd.Err()) {
-			unreachable = true
+			reload = true
 			if c.addr != "" && !errors.Is(c.cmd.Err(), errNodeDown) {
 				r.down.mark(c.addr)
 			}
 		}
 	}
-	// A node that cannot be reached may have been replaced: on a Cluster
-	// whose primary died, its replica is promoted within seconds, and the
-	// renewals retried before the lease's deadline must go there. go-redis
-	// reloads its slot map by itself only every 10s, which a 10s TTL does
-	// not survive.
-	if moved || unreachable {
-		r.reloadState(ctx)
+	return retry, unproven, reload
+}
+
+// recheck renews each of the items idx, plain leases, in a renew_node.lua
+// call of its own, which declares the lease's key: Redis routes the call by
+// it and checks it as a migration requires (go-redis follows MOVED and
+// ASK), so the answer decides. A lease's key and counter may be on two
+// nodes while their slot migrates, and one call that declares both (as
+// renew.lua does) is then refused TRYAGAIN, by the importing node, until
+// the slot's other keys have moved. This call declares one key, never
+// refused so, and the counter, which the script reaches with pcall, is
+// refreshed after it where it is not on that node (-3, refreshCounters).
+func (r *Redis) recheck(ctx context.Context, items []Item, errs []error, idx []int) {
+	calls := make([]*renewCall, len(idx))
+	for k, i := range idx {
+		c := &renewCall{batch: true, node: true, args: []any{msArg(&r.ttlArg, items[i].TTL)}}
+		c.add(i, r.layout.Lease(items[i].Name), items[i], r.layout)
+		c.build()
+		calls[k] = c
 	}
-	if len(retry) > 0 {
-		sub := make([]Item, len(retry))
-		subErrs := make([]error, len(retry))
-		for k, i := range retry {
-			sub[k] = items[i]
-		}
-		r.pipelined(ctx, renewScript, sub, subErrs, r.renewArgs, renewResult)
-		for k, i := range retry {
-			errs[i] = subErrs[k]
+	r.sendRenewals(ctx, calls)
+	for _, c := range calls {
+		c.results(errs)
+		r.reloadIfUnreachable(ctx, c.cmd.Err())
+	}
+}
+
+// refreshCounters refreshes the counters of the leases that a renew_node.lua
+// call renewed but whose counters it could not reach (errCounterAway), and
+// reports those leases renewed: their keys were, whatever comes of their
+// counters. A counter alone moved out of a MIGRATING slot is such a one:
+// the node still serves the lease's key, and refuses the script the
+// counter's. A PEXPIRE of its own is routed by the counter's key, and
+// go-redis follows the node's ASK to the importing node, which has it. It
+// gives the counter what the script would have, twice the TTL, less the
+// time since the call was sent: no more than a script run at the sending
+// would have given, and as much as the watchdog counts on until the next
+// full renewal (watchdog.Renewal.Light). Should it fail too, the lease
+// still stands; the counter may lapse before a later full renewal reaches
+// it, and the next acquisition re-seeds it from the clock (S5).
+func (r *Redis) refreshCounters(ctx context.Context, items []Item, errs []error, sent time.Time) {
+	var away []int
+	for i, err := range errs {
+		if err == errCounterAway {
+			errs[i] = nil
+			away = append(away, i)
 		}
 	}
+	if len(away) == 0 {
+		return
+	}
+	_, err := r.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, i := range away {
+			if left := 2*items[i].TTL - time.Since(sent); left > 0 {
+				cmd := redis.NewIntCmd(ctx, "pexpire", r.layout.Fence(items[i].Name), ms(left), "gt")
+				cmd.SetFirstKeyPos(1) // routed by the counter's slot, whatever go-redis knows of PEXPIRE
+				_ = p.Process(ctx, cmd)
+			}
+		}
+		return nil
+	})
+	r.reloadIfUnreachable(ctx, err)
 }
 
 // renewCalls groups items into calls.
@@ -182,15 +278,7 @@ func (r *Redis) renewCalls(ctx context.Context, items []Item) []*renewCall {
 			open[g] = c
 			calls = append(calls, c)
 		}
-		c.idx = append(c.idx, i)
-		c.leases = append(c.leases, key)
-		c.tokens = append(c.tokens, it.Token)
-		if !it.Light {
-			// In the order of the leases: the scripts walk both lists
-			// together.
-			c.fences = append(c.fences, r.layout.Fence(it.Name))
-			c.of = append(c.of, len(c.idx))
-		}
+		c.add(i, key, it, r.layout)
 	}
 	for _, c := range calls {
 		if c.batch {
@@ -290,25 +378,29 @@ func (c *renewCall) results(errs []error) {
 			errs[i] = ErrGone
 		case -2:
 			errs[i] = errNotLocal
+		case -3:
+			errs[i] = errCounterAway
 		default:
 			errs[i] = ErrNotHeld
 		}
 	}
 }
 
-// unproven returns the items of a renew_node.lua call that it found free,
-// which proves nothing of them: while their slot migrates, the call may
-// have been redirected (ASK) to the importing node, which runs it under
-// ASKING and reads a key not yet moved there as missing, although the
-// source still holds it with its token. Only the first lease's key is
-// declared, so Redis's own checks (ASK, TRYAGAIN) cover it alone. Each is
-// renewed again by renew.lua, whose declared keys Redis routes and checks
-// as a migration requires: its answer decides (an item truly gone is
-// found so, one round trip later).
+// unproven returns the items of a renew_node.lua call whose answer proves
+// nothing of them. A lease the call found free (ErrGone): while its slot
+// migrates, the call may have been redirected (ASK) to the importing node,
+// which runs it under ASKING and reads a key not yet moved there as
+// missing, although the source still holds it with its token. A lease the
+// call could not reach (errNotLocal): its slot moved since the grouping,
+// or its key moved out of a slot the node is MIGRATING, which Redis
+// refuses a script to touch there; until the migration ends the client's
+// slot map still sends every call to that node. Only the first lease's key
+// is declared, so Redis's own checks (ASK) cover it alone: each of these
+// is renewed again in a call that declares its key (recheck).
 func (c *renewCall) unproven(errs []error) []int {
 	var out []int
 	for _, i := range c.idx {
-		if errs[i] == ErrGone {
+		if errs[i] == ErrGone || errs[i] == errNotLocal {
 			out = append(out, i)
 		}
 	}
