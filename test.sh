@@ -7,6 +7,10 @@
 #   ./test.sh -run TestAcquire -v      arguments are go test flags
 #   ./test.sh -run TestAcquire -- ./lease
 #                                      packages after -- replace every module's
+#   ./test.sh --server valkey-9 ...    first, on another server: redis-8.0,
+#                                      valkey-9, valkey-8.1 (tests/servers/fetch.sh
+#                                      fetches and caches it from Debian's
+#                                      archive); debian is Debian 12's 7.0
 #
 # The tests start their own redis-server (tests/redistest) and, in the
 # fencing module, their own PostgreSQL (fencing/pgtest): Debian's packages
@@ -91,6 +95,23 @@ install() {
     trap - EXIT
   fi
 }
+
+# --server NAME, first: a server other than Debian 12's redis-server,
+# fetched once and cached by tests/servers/fetch.sh, which fails with its
+# reason when the server cannot be had: the tests never fall back quietly
+# to another server.
+if [ "${1:-}" = --server ]; then
+  [ $# -ge 2 ] || die "--server needs a name: debian, redis-8.0, valkey-9, valkey-8.1"
+  case "$2" in
+  debian | redis-7.0) ;;
+  *)
+    [ -z "${REDIS_SERVER:-}" ] || die "--server $2 and REDIS_SERVER=$REDIS_SERVER: choose one"
+    REDIS_SERVER=$(tests/servers/fetch.sh "$2") || die "--server $2: the server could not be had (above)"
+    export REDIS_SERVER
+    ;;
+  esac
+  shift 2
+fi
 
 on_path go >/dev/null || die "go not found: install Go 1.26 or later (https://go.dev/dl/)"
 # A variable set by hand names what the user wants; nothing is installed

@@ -11,7 +11,7 @@ import (
 	"net"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
+	refused "github.com/tenure-go/tenure/internal/refusal"
 )
 
 // Exit statuses of tenure itself; a command run by "run" or "elect"
@@ -71,17 +71,8 @@ func bare(err error) string { return strings.TrimPrefix(err.Error(), "tenure: ")
 // command a Lua script called), "tls" (a certificate refused, either way),
 // or "" when err is no refusal.
 func refusal(err error) string {
-	var re redis.Error
-	if errors.As(err, &re) {
-		msg := re.Error()
-		switch {
-		case strings.HasPrefix(msg, "WRONGPASS"), strings.HasPrefix(msg, "NOAUTH"):
-			return "auth"
-		case strings.HasPrefix(msg, "NOPERM"):
-			return "command"
-		case strings.Contains(msg, "The user executing the script can't"):
-			return "script"
-		}
+	if k := refused.Of(err); k != refused.None {
+		return string(k)
 	}
 	var verr *tls.CertificateVerificationError
 	if errors.As(err, &verr) {

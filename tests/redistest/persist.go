@@ -190,10 +190,15 @@ func (s *Server) incrAOF() (string, error) {
 	var last string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		// "file appendonly.aof.1.incr.aof seq 1 type i"
+		// "file appendonly.aof.1.incr.aof seq 1 type i", pairs of a
+		// name and a value, to which Redis 8 adds "startoffset 0".
 		fields := strings.Fields(sc.Text())
-		if len(fields) >= 6 && fields[0] == "file" && fields[len(fields)-2] == "type" && fields[len(fields)-1] == "i" {
-			last = fields[1]
+		kv := map[string]string{}
+		for i := 0; i+1 < len(fields); i += 2 {
+			kv[fields[i]] = fields[i+1]
+		}
+		if kv["file"] != "" && kv["type"] == "i" {
+			last = kv["file"]
 		}
 	}
 	if err := sc.Err(); err != nil {
