@@ -90,6 +90,34 @@ func Binary() (string, error) {
 	return p, nil
 }
 
+// BinaryVersion returns the major and minor version that bin --version
+// prints ("v=7.0.15": 7, 0; Valkey prints its own), 0, 0 when it prints
+// none. It runs the binary once per path.
+func BinaryVersion(bin string) (major, minor int) {
+	v, _ := versions.LoadOrStore(bin, sync.OnceValue(func() [2]int {
+		out, err := exec.Command(bin, "--version").Output()
+		if err != nil {
+			return [2]int{}
+		}
+		_, rest, ok := strings.Cut(string(out), " v=")
+		if !ok {
+			return [2]int{}
+		}
+		var ver [2]int
+		for i, part := range strings.SplitN(strings.Fields(rest + " ")[0], ".", 3) {
+			if i < len(ver) {
+				ver[i], _ = strconv.Atoi(part)
+			}
+		}
+		return ver
+	}))
+	ver := v.(func() [2]int)()
+	return ver[0], ver[1]
+}
+
+// versions holds, for each binary path, a func that reads its version once.
+var versions sync.Map
+
 // Config configures a server started by StartServer or Start. The zero value
 // is a plain, non-persistent server.
 type Config struct {
@@ -507,8 +535,11 @@ func (s *Server) renderConf() string {
 	// The default 5s delay before a diskless full sync would make every
 	// replica in a Cluster or Sentinel group take 5s to attach.
 	line("repl-diskless-sync-delay 0")
-	// DEBUG SLEEP and friends are handy for fault injection from tests.
-	line("enable-debug-command local")
+	// DEBUG SLEEP and friends are handy for fault injection from tests;
+	// before 7.0 the directive does not exist and DEBUG is always on.
+	if major, _ := BinaryVersion(s.bin); major >= 7 {
+		line("enable-debug-command local")
+	}
 	if s.kind == kindCluster {
 		line("cluster-enabled yes")
 		line("cluster-config-file nodes.conf")
