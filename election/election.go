@@ -621,10 +621,14 @@ func (e *Election) keepRecord(t *term) {
 // release ends a term on the server within timeout: the record goes
 // (while the lease still holds the name, so a successor's record is never
 // touched), then the lease, whose release wakes the waiting candidates.
+// A manager's Close has released the lease already: its record, which no
+// script could delete any more, expires with the TTL.
 func (e *Election) release(l *lease.Lease, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	_ = e.deleteRecord(ctx, l)
+	if !errors.Is(context.Cause(l.Context()), lease.ErrClosed) {
+		_ = e.deleteRecord(ctx, l)
+	}
 	_ = l.Release(ctx)
 }
 
