@@ -63,14 +63,19 @@ var (
 // Client (or both); a Manager is required by Run (an Election without one
 // can only observe: Leader and Observe).
 type Config struct {
-	// Manager holds the leadership lease; its watchdog renews it.
+	// Manager holds the leadership lease; its watchdog renews it. Any
+	// Manager: lease.New's, lease.NewQuorum's or package leasetest's (see
+	// the package documentation, "Managers").
 	Manager *lease.Manager
-	// Client is where Leader and Observe read the leader record, and where
-	// Observe subscribes to the change messages. Leave it nil to use the
-	// client the Manager was made with (lease.New's); it is required
-	// without a Manager, and with a Manager that has no single client of
-	// its own (lease.NewQuorum's, or leasetest's, which keeps no record
-	// anyway). When both are set, Client is used as given: it must reach
+	// Client is where the leader record is written, where Leader and
+	// Observe read it, and where Observe subscribes to the change
+	// messages. Leave it nil to use the client the Manager was made with
+	// (lease.New's); it is required without a Manager, and with a Manager
+	// that has no single client of its own: lease.NewQuorum's (give one of
+	// its servers, where the record is kept while that server holds the
+	// lease), or leasetest's (any Redis: the lease never lives there, so
+	// no record is written and observers see no leader). When both are
+	// set with lease.New's Manager, Client is used as given: it must reach
 	// the Redis deployment the Manager's client does.
 	Client redis.UniversalClient
 	// KeyPrefix is the Manager's key prefix (lease.WithKeyPrefix). Empty
@@ -97,8 +102,9 @@ type Config struct {
 	// ReleaseTimeout bounds the round trips that end a term: the leader
 	// record's deletion and the lease's release, which a paused or
 	// unreachable Redis never answers (default min(5s, TTL): past the TTL
-	// the lease has expired anyway). The Manager's hooks (ReleaseDone) see
-	// the release's outcome.
+	// the lease has expired anyway; a lost lease's release, which goes on
+	// in the background, gets no more than the TTL either). The Manager's
+	// hooks (ReleaseDone) see the release's outcome.
 	ReleaseTimeout time.Duration
 }
 
@@ -113,7 +119,9 @@ type Callbacks struct {
 	// released: return promptly once ctx is done. Required.
 	OnStartedLeading func(ctx context.Context)
 	// OnStoppedLeading is called when a term of this candidate has ended:
-	// OnStartedLeading has returned and the lease was released. Optional.
+	// OnStartedLeading has returned and the lease was released, or, when
+	// the lease was lost under the term, while its release goes on in the
+	// background. It may call Resign. Optional.
 	OnStoppedLeading func()
 	// OnNewLeader is called with the identity of every new leader that is
 	// observed while Run runs, this candidate included, once per term
@@ -147,21 +155,34 @@ type Election struct {
 	// older than 7.0), so messages are classic there too (notify.go).
 	classic atomic.Bool
 
+	// strict: the Manager has a client of its own (lease.New's), so the
+	// lease and the record live on the same Redis deployment and a record
+	// that cannot be written means the lease does not hold the name there.
+	// A quorum's or leasetest's lease lives elsewhere than Client: its
+	// record is kept where it can be (record.go), and leading never waits
+	// for it.
+	strict bool
+
 	mu      sync.Mutex
 	running bool
-	resign  chan struct{} // closed by Resign: the running campaign stops
-	term    *term         // the current term, if leading
+	// stopCampaign ends the running campaign's context (Resign); called
+	// under mu, so that a term that registers itself sees it (newTerm).
+	stopCampaign context.CancelCauseFunc
+	term         *term // the current term, from its acquisition until OnStartedLeading has returned
+	// busy is closed once the campaign's current attempt holds nothing:
+	// registered before each Acquire and closed when the lease it got is
+	// released (or it got none). Resign waits for it.
+	busy chan struct{}
 }
 
 // term is one leadership of this candidate.
 type term struct {
-	rec      Record
-	lease    *lease.Lease
-	ctx      context.Context // the leading context
-	cancel   context.CancelCauseFunc
-	released chan struct{} // closed when the term's clean-up is done
-	began    atomic.Bool   // OnStartedLeading was called
-	endedAt  atomic.Int64  // when the leading context ended, Unix ns; 0 before
+	rec     Record
+	lease   *lease.Lease
+	ctx     context.Context // the leading context
+	cancel  context.CancelCauseFunc
+	began   atomic.Bool  // OnStartedLeading was called
+	endedAt atomic.Int64 // when the leading context ended, Unix ns; 0 before
 }
 
 // keys are the Redis keys and channels of one name.
@@ -185,8 +206,13 @@ func newKeys(prefix, name string) keys {
 
 // New validates cfg and returns an Election. It makes no round trip.
 func New(cfg Config) (*Election, error) {
-	if cfg.Client == nil && cfg.Manager != nil {
-		cfg.Client = inside.Client(cfg.Manager)
+	strict := false
+	if cfg.Manager != nil {
+		own := inside.Client(cfg.Manager)
+		strict = own != nil
+		if cfg.Client == nil {
+			cfg.Client = own
+		}
 	}
 	if cfg.Client == nil {
 		if cfg.Manager != nil {
@@ -228,7 +254,7 @@ func New(cfg Config) (*Election, error) {
 	if prefix == "" {
 		prefix = lease.DefaultKeyPrefix
 	}
-	e := &Election{cfg: cfg, keys: newKeys(prefix, cfg.Name), ttl: cfg.TTL, period: cfg.RetryPeriod}
+	e := &Election{cfg: cfg, keys: newKeys(prefix, cfg.Name), ttl: cfg.TTL, period: cfg.RetryPeriod, strict: strict}
 	if e.ttl == 0 {
 		e.ttl = DefaultTTL
 	}
@@ -291,8 +317,10 @@ func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 	if err := e.checkRun(cb); err != nil {
 		return err
 	}
-	resign, err := e.startRunning()
-	if err != nil {
+	// The campaign's context ends with ctx or at Resign.
+	cctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if err := e.startRunning(cancel); err != nil {
 		return err
 	}
 	defer e.stopRunning()
@@ -300,17 +328,6 @@ func (e *Election) Run(ctx context.Context, cb Callbacks) error {
 		stopReporting := e.reportLeaders(ctx, cb.OnNewLeader)
 		defer stopReporting()
 	}
-
-	// The campaign's context ends with ctx or at Resign.
-	cctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go func() {
-		select {
-		case <-resign:
-			cancel(ErrResigned)
-		case <-cctx.Done():
-		}
-	}()
 	return e.campaign(ctx, cctx, cb)
 }
 
@@ -326,27 +343,24 @@ func (e *Election) checkRun(cb Callbacks) error {
 	return nil
 }
 
-// startRunning marks the Election as running, or returns ErrRunning if a
-// Run already is. It returns the channel Resign closes for this Run: a
-// fresh one each time, so that a Resign of an earlier Run stops no later
-// one.
-func (e *Election) startRunning() (resign <-chan struct{}, err error) {
+// startRunning marks the Election as running, with stop as the function
+// with which Resign ends this Run's campaign, or returns ErrRunning if a
+// Run already is.
+func (e *Election) startRunning(stop context.CancelCauseFunc) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.running {
-		return nil, ErrRunning
+		return ErrRunning
 	}
-	e.running = true
-	ch := make(chan struct{})
-	e.resign = ch
-	return ch, nil
+	e.running, e.stopCampaign = true, stop
+	return nil
 }
 
 // stopRunning undoes startRunning: Run may be called again, and Resign
 // does nothing until it is.
 func (e *Election) stopRunning() {
 	e.mu.Lock()
-	e.running = false
+	e.running, e.stopCampaign = false, nil
 	e.mu.Unlock()
 }
 
@@ -372,14 +386,22 @@ func (e *Election) reportLeaders(ctx context.Context, onNewLeader func(identity 
 }
 
 // campaign acquires the lease and leads, again and again, until cctx ends
-// or an error that no retry mends; it returns what Run returns.
+// or an error that no retry mends; it returns what Run returns. Each
+// attempt is registered (attempt) before its Acquire, so that a Resign
+// that comes while the lease is being taken waits for its release; and
+// the next attempt, and Run's return, wait for a lost term's release,
+// which goes on in the background (lead).
 func (e *Election) campaign(ctx, cctx context.Context, cb Callbacks) error {
+	var busy chan struct{}
+	defer func() { wait(busy) }()
 	for {
-		if err := e.stop(ctx, cctx); err != nil || cctx.Err() != nil {
-			return err
+		wait(busy)
+		if busy = e.attempt(cctx); busy == nil {
+			return e.stop(ctx, cctx)
 		}
 		l, err := e.cfg.Manager.Acquire(cctx, e.cfg.Name, lease.WithTTL(e.ttl))
 		if err != nil {
+			e.finish(busy)
 			if errors.Is(err, lease.ErrClosed) {
 				return err
 			}
@@ -394,7 +416,7 @@ func (e *Election) campaign(ctx, cctx context.Context, cb Callbacks) error {
 			}
 			continue
 		}
-		if err := e.lead(cctx, l, cb); err != nil {
+		if err := e.lead(cctx, l, cb, busy); err != nil {
 			if errors.Is(err, lease.ErrClosed) || refused(err) {
 				return err
 			}
@@ -403,6 +425,38 @@ func (e *Election) campaign(ctx, cctx context.Context, cb Callbacks) error {
 			}
 		}
 	}
+}
+
+// wait waits until ch, if any, is closed.
+func wait(ch chan struct{}) {
+	if ch != nil {
+		<-ch
+	}
+}
+
+// attempt registers a campaign attempt that may come to hold the lease,
+// and returns the channel to close (finish) once it holds nothing; nil
+// when the campaign has ended, and no attempt may begin. Resign ends the
+// campaign under mu, so either it sees the attempt and waits for it, or
+// the attempt sees the campaign ended.
+func (e *Election) attempt(cctx context.Context) chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if cctx.Err() != nil {
+		return nil
+	}
+	e.busy = make(chan struct{})
+	return e.busy
+}
+
+// finish marks the attempt busy as holding nothing any more.
+func (e *Election) finish(busy chan struct{}) {
+	e.mu.Lock()
+	if e.busy == busy {
+		e.busy = nil
+	}
+	e.mu.Unlock()
+	close(busy)
 }
 
 // refused reports whether err is the server refusing the user rather than
@@ -435,117 +489,158 @@ func (e *Election) stop(ctx, cctx context.Context) error {
 }
 
 // lead is one term: it writes the record, runs OnStartedLeading until the
-// leading context ends, then cleans up. It returns an error when the term
-// could not begin (the record could not be written) or the manager closed.
-func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks) error {
+// leading context ends and the callback has returned, releases the lease,
+// closes busy, and then calls OnStoppedLeading, so that a Resign from
+// there finds nothing to wait for. A lease that ended under the term
+// (lost, or its manager closed) is released in the background, so that
+// OnStoppedLeading is not held up by a Redis that does not answer; busy is
+// closed when that release is done. lead returns an error when the term
+// could not begin (the record could not be written) or the manager
+// closed.
+func (e *Election) lead(cctx context.Context, l *lease.Lease, cb Callbacks, busy chan struct{}) error {
+	t, stop := e.newTerm(cctx, l)
+	defer stop()
+	err := e.serve(t, cb)
+	// The term is over for Check and IsLeader: what is left is bounded by
+	// the release's timeout.
+	e.mu.Lock()
+	e.term = nil
+	e.mu.Unlock()
+	if l.Err() == nil {
+		e.release(l, e.releaseTimeout())
+		e.finish(busy)
+	} else {
+		go func() {
+			defer e.finish(busy)
+			e.release(l, e.lostReleaseTimeout())
+		}()
+	}
+	if t.began.Load() && cb.OnStoppedLeading != nil {
+		cb.OnStoppedLeading()
+	}
+	if err != nil {
+		return err
+	}
+	if cause := context.Cause(t.ctx); errors.Is(cause, lease.ErrClosed) {
+		return cause
+	}
+	return nil
+}
+
+// newTerm makes l's term and registers it as the current one; the
+// returned function undoes what only the term needed. A campaign already
+// ended (Resign, which ends it under mu before it reads e.term, or Run's
+// context) ends the leading context here, at once: it does not wait for
+// the AfterFunc.
+func (e *Election) newTerm(cctx context.Context, l *lease.Lease) (*term, func()) {
 	rec := Record{Name: e.cfg.Name, Identity: e.cfg.Identity, Fence: l.Fence()}
 	lctx, cancel := context.WithCancelCause(context.WithValue(l.Context(), leadingKey{}, leadingValue{e, rec}))
+	t := &term{rec: rec, lease: l, ctx: lctx, cancel: cancel}
 	stopAfter := context.AfterFunc(cctx, func() { cancel(context.Cause(cctx)) })
-	defer stopAfter()
-	t := &term{rec: rec, lease: l, ctx: lctx, cancel: cancel, released: make(chan struct{})}
 	stopEnded := context.AfterFunc(lctx, func() { t.endedAt.Store(time.Now().UnixNano()) })
-	defer stopEnded()
-	defer close(t.released)
 	e.mu.Lock()
-	e.term = t // from now on Resign waits for the term's end
+	e.term = t
+	if cctx.Err() != nil {
+		cancel(context.Cause(cctx))
+	}
 	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		e.term = nil
-		e.mu.Unlock()
-	}()
+	return t, func() {
+		stopAfter()
+		stopEnded()
+	}
+}
 
-	// Write the record while the lease holds the name, and tell observers.
-	if err := e.writeRecord(lctx, l, rec); err != nil {
-		cancel(err)
-		e.release(l, false)
-		if cause := context.Cause(lctx); errors.Is(cause, lease.ErrClosed) {
+// serve writes the term's record and runs OnStartedLeading until it
+// returns. It returns an error when the term could not begin. Where the
+// record is kept apart from the lease (!e.strict: a quorum's or
+// leasetest's Manager) the term begins whether or not it could be
+// written, unless the server refused the user.
+func (e *Election) serve(t *term, cb Callbacks) error {
+	if err := e.writeRecord(t.ctx, t.lease, t.rec); err != nil && (e.strict || refused(err)) {
+		t.cancel(err)
+		if cause := context.Cause(t.ctx); errors.Is(cause, lease.ErrClosed) {
 			return cause
 		}
 		return fmt.Errorf("election: %q: writing the leader record: %w", e.cfg.Name, err)
 	}
-
-	if lctx.Err() != nil {
+	if t.ctx.Err() != nil {
 		// Ended (resigned, lost) while the record was written: this term
 		// never began.
-		e.release(l, true)
 		return nil
 	}
 	done := make(chan struct{})
 	t.began.Store(true)
 	go func() {
 		defer close(done)
-		cb.OnStartedLeading(lctx)
+		cb.OnStartedLeading(t.ctx)
 	}()
-	e.keepRecord(lctx, l)
+	e.keepRecord(t)
 	<-done
-	e.release(l, true)
-	if cb.OnStoppedLeading != nil {
-		cb.OnStoppedLeading()
-	}
-	if cause := context.Cause(lctx); errors.Is(cause, lease.ErrClosed) {
-		return cause
-	}
 	return nil
 }
 
-// keepRecord refreshes the leader record's TTL until the term ends. The
-// record expires with the lease's TTL, so that a leader whose process dies
-// or whose manager is closed under it leaves no key behind for good (S6);
-// while the term lasts it is refreshed as often as the lease is renewed,
-// and only while the lease holds the name, so a successor's record is
-// never touched. A refresh that fails is tried again at the next tick: the
-// lease itself ends before the record could expire unless its renewals
-// succeed too.
-func (e *Election) keepRecord(lctx context.Context, l *lease.Lease) {
+// keepRecord rewrites the leader record, and so refreshes its TTL, until
+// the term ends. The record expires with the lease's TTL, so that a leader
+// whose process dies or whose manager is closed under it leaves no key
+// behind for good (S6); while the term lasts it is rewritten as often as
+// the lease is renewed, and only while the lease holds the name there, so
+// a successor's record is never touched. Rewriting, not only refreshing,
+// puts back a record that a server of a quorum missed. A refresh that
+// fails is tried again at the next tick: the lease itself ends before the
+// record could expire unless its renewals succeed too. One that finds the
+// lease gone, on the Redis the lease lives on (e.strict), ends the term:
+// the name was deleted or taken over.
+func (e *Election) keepRecord(t *term) {
 	tick := time.NewTicker(e.ttl / 3)
 	defer tick.Stop()
 	for {
 		select {
-		case <-lctx.Done():
+		case <-t.ctx.Done():
 			return
 		case <-tick.C:
 			// No later than the lease's local deadline, past which a
 			// refresh is of no use: one still waiting for its reply then
 			// would hold up the term's end, since a client with
-			// ContextTimeoutEnabled heeds the deadline, not lctx's
-			// cancellation.
+			// ContextTimeoutEnabled heeds the deadline, not the leading
+			// context's cancellation.
 			until := time.Now().Add(e.opTimeout())
-			if dl := l.Deadline(); dl.Before(until) {
+			if dl := t.lease.Deadline(); dl.Before(until) {
 				until = dl
 			}
-			ctx, cancel := context.WithDeadline(lctx, until)
-			_, _ = l.Exec(ctx, func(p redis.Pipeliner) error {
-				p.PExpire(ctx, e.keys.record, e.ttl)
-				return nil
-			})
+			ctx, cancel := context.WithDeadline(t.ctx, until)
+			err := e.putRecord(ctx, t.lease, t.rec)
 			cancel()
+			if e.strict && errors.Is(err, errNotHolding) {
+				t.cancel(err)
+				return
+			}
 		}
 	}
 }
 
-// release ends a term on the server: the record goes (while the lease still
-// holds the name, so a successor's record is never touched), then the
-// lease, whose release wakes the waiting candidates. A lost lease's release
-// is a courtesy: the server lets the name go by the lease's deadline, or
-// already has (it was deleted or taken over). So it waits no longer than
-// that deadline: OnStoppedLeading, and whatever a cut-off leader does after
-// its term, would otherwise wait out ReleaseTimeout on an unreachable
-// Redis (TestLostTermReleaseWaitsNoLongerThanItsDeadline).
-func (e *Election) release(l *lease.Lease, wrote bool) {
-	timeout := e.releaseTimeout()
-	if l.Err() != nil {
-		timeout = min(timeout, time.Until(l.Deadline()))
-	}
+// release ends a term on the server within timeout: the record goes
+// (while the lease still holds the name, so a successor's record is never
+// touched), then the lease, whose release wakes the waiting candidates.
+// A manager's Close has released the lease already: its record, which no
+// script could delete any more, expires with the TTL.
+func (e *Election) release(l *lease.Lease, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if wrote && l.Err() == nil {
-		_, _ = l.Exec(ctx, func(p redis.Pipeliner) error {
-			p.Del(ctx, e.keys.record)
-			return nil
-		})
+	if !errors.Is(context.Cause(l.Context()), lease.ErrClosed) {
+		_ = e.deleteRecord(ctx, l)
 	}
 	_ = l.Release(ctx)
+}
+
+// lostReleaseTimeout bounds the release of a lease that ended under its
+// term. That release is a courtesy, but not a useless one: a renewal that
+// was applied but answered after the lease's local deadline left the key
+// on the server for up to a TTL from then, and the record with it, which
+// observers would report as the leader while IsLeader is false, and which
+// would keep every candidate out. Past a TTL from now the key has expired
+// anyway, so the release waits no longer than that.
+func (e *Election) lostReleaseTimeout() time.Duration {
+	return min(e.releaseTimeout(), e.ttl)
 }
 
 // releaseTimeout bounds the round trips that end a term (Config.ReleaseTimeout).
@@ -566,31 +661,33 @@ func (e *Election) opTimeout() time.Duration {
 // the current term, if any, has ended. The leading context is cancelled
 // with cause ErrResigned; Resign then waits, until ctx ends, for
 // OnStartedLeading to return and the lease to be released, so that the next
-// candidate can lead when Resign returns. Called with the leading context
-// (from inside OnStartedLeading) it does not wait, since the release waits
-// for that callback. Resign when not campaigning does nothing.
+// candidate can lead when Resign returns. That holds from the moment the
+// campaign asks for the lease, before a term has begun: a lease that
+// Acquire is just returning is released before Resign returns. Called with
+// the leading context (from inside OnStartedLeading) it does not wait,
+// since the release waits for that callback; called from OnStoppedLeading
+// it waits only for a lost lease's release, which does not wait for that
+// callback either. Resign when not campaigning does nothing.
 func (e *Election) Resign(ctx context.Context) error {
 	e.mu.Lock()
 	if !e.running {
 		e.mu.Unlock()
 		return nil
 	}
-	select {
-	case <-e.resign:
-	default:
-		close(e.resign)
-	}
-	t := e.term
+	e.stopCampaign(ErrResigned)
+	t, busy := e.term, e.busy
 	e.mu.Unlock()
-	if t == nil {
-		return nil
+	if t != nil {
+		t.cancel(ErrResigned)
+		if v, ok := ctx.Value(leadingKey{}).(leadingValue); ok && v.e == e && v.rec == t.rec {
+			return nil
+		}
 	}
-	t.cancel(ErrResigned)
-	if v, ok := ctx.Value(leadingKey{}).(leadingValue); ok && v.e == e && v.rec == t.rec {
+	if busy == nil {
 		return nil
 	}
 	select {
-	case <-t.released:
+	case <-busy:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
@@ -689,32 +786,59 @@ func ReadLeader(ctx context.Context, c redis.UniversalClient, prefix, name strin
 		fence *redis.StringCmd
 		typ   *redis.StatusCmd
 		pttl  *redis.DurationCmd
+		value *redis.StringCmd
 	)
-	_, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		rec = p.HMGet(ctx, k.record, "identity", "fence")
+	sent, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		rec = p.HMGet(ctx, k.record, "identity", "fence", "lease")
 		fence = p.Get(ctx, k.fence)
 		typ = p.Type(ctx, k.lease)
 		pttl = p.PTTL(ctx, k.lease)
+		// The value, to tell a lease from the revocation marker that
+		// "tenure release --force" leaves in its place: GET of a key of
+		// another kind is WRONGTYPE, which is no error here.
+		value = p.Get(ctx, k.lease)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return Record{}, -1, fmt.Errorf("election: reading the leader of %q: %w", name, err)
+	if err != nil {
+		for _, cmd := range sent {
+			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) && !(cmd == value && redis.HasErrorPrefix(e, "WRONGTYPE")) {
+				return Record{}, -1, fmt.Errorf("election: reading the leader of %q: %w", name, e)
+			}
+		}
 	}
 	ttl := pttl.Val()
 	if ttl < 0 {
 		ttl = -1
 	}
 	vals := rec.Val()
-	if typ.Val() != "string" || len(vals) != 2 {
+	v := value.Val()
+	if typ.Val() != "string" || strings.HasPrefix(v, layout.RevokedPrefix) || len(vals) != 3 {
+		// No lease holds the name: nothing, another kind of lock, or a
+		// revoked lease, whose holder no longer leads or is about to
+		// learn that it does not.
 		return Record{}, ttl, nil
 	}
 	id, _ := vals[0].(string)
 	fs, _ := vals[1].(string)
+	digest, _ := vals[2].(string)
 	f, err := strconv.ParseInt(fs, 10, 64)
-	if err != nil || id == "" || fs != fence.Val() {
+	if err != nil || id == "" || !recordHolds(digest, v, fs, fence.Val()) {
 		return Record{}, ttl, nil
 	}
 	return Record{Name: name, Identity: id, Fence: f}, ttl, nil
+}
+
+// recordHolds reports whether a record is the one of the lease whose
+// stored value is value: its lease digest is that value's. A record
+// written before records had one (an older tenure) is checked as it was
+// then: its fence is the name's fencing counter, which moves on with every
+// acquisition. The digest is needed on a quorum, where a server's counter
+// need not be the lease's fence (the fence is its majority's largest).
+func recordHolds(digest, value, fence, counter string) bool {
+	if digest != "" {
+		return digest == leaseDigest(value)
+	}
+	return fence == counter
 }
 
 // Observe returns a channel that receives the current leader at once, then

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -419,9 +420,9 @@ func TestLostTermReleaseWaitsNoLongerThanItsDeadline(t *testing.T) {
 	}
 }
 
-// guardHook reports, once armed, the deadline of every WATCH the client is
-// about to send: each Lease.Exec (the leader record's refresh, once the
-// record is written) begins with one.
+// guardHook reports, once armed, the deadline of every leader record
+// script the client is about to send (the record's refresh, once the
+// record is written): the one command that names the record's key.
 type guardHook struct {
 	armed     *atomic.Bool
 	deadlines chan time.Time
@@ -430,7 +431,7 @@ type guardHook struct {
 func (h guardHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h guardHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
-		if h.armed.Load() && c.Name() == "watch" {
+		if h.armed.Load() && (c.Name() == "evalsha" || c.Name() == "eval") && slices.Contains(c.Args(), any("tenure:{refresh}:leader")) {
 			dl, _ := ctx.Deadline()
 			select {
 			case h.deadlines <- dl:

@@ -7,7 +7,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/internal/backend"
-	"github.com/tenure-go/tenure/lease"
 )
 
 // Messages to observers: a new term on P{N}:leader:changed, the lease's
@@ -18,28 +17,6 @@ import (
 // Cluster of Redis older than 7.0 refuses SPUBLISH and SSUBSCRIBE: once it
 // has, the Election sends and listens for classic messages (classic), as
 // the scripts publish them there.
-
-// writeRecord writes the leader record while l holds the name, and tells
-// observers. On one server the message goes in the record's transaction.
-// On a Cluster it follows the transaction: a server without SPUBLISH would
-// refuse it inside and abort the write.
-func (e *Election) writeRecord(ctx context.Context, l *lease.Lease, rec Record) error {
-	ctx, cancel := context.WithTimeout(ctx, e.opTimeout())
-	defer cancel()
-	sharded := backend.Sharded(e.cfg.Client)
-	_, err := l.Exec(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, e.keys.record, "identity", rec.Identity, "fence", rec.Fence)
-		p.PExpire(ctx, e.keys.record, e.ttl)
-		if !sharded {
-			p.Publish(ctx, e.keys.changed, rec.Fence)
-		}
-		return nil
-	})
-	if err == nil && sharded {
-		e.announce(ctx, rec.Fence)
-	}
-	return err
-}
 
 // announce publishes a new term's fence on a Cluster. A message that fails
 // is not an error: observers read the record at least every RetryPeriod.

@@ -135,18 +135,51 @@ func digest(parts []string) string {
 	return hex.EncodeToString(s.Sum(nil)[:12])
 }
 
-// Read reads names under prefix ("" for lease.DefaultKeyPrefix) in one
-// pipelined round trip, and returns one Holding for each, in order. On a
-// Cluster, go-redis splits the pipeline by node; each name's keys share a
-// slot.
+// Read reads names under prefix ("" for lease.DefaultKeyPrefix) and
+// returns one Holding for each, in order. A name's keys are read in one
+// MULTI/EXEC, so that its kind, holder, fence and leader are of one
+// instant: a pipeline alone lets another client's commands run between
+// them (Redis reads a long pipeline in parts), and could show one holder's
+// value beside the next one's fence. On one server (or a Sentinel group)
+// every name is read in one transaction, one round trip; on a Cluster,
+// which runs a transaction in one slot only, each name in its own, a few
+// at a time.
 func Read(ctx context.Context, c redis.UniversalClient, prefix string, names ...string) ([]Holding, error) {
 	if prefix == "" {
 		prefix = lease.DefaultKeyPrefix
 	}
 	l := keys.Layout{Prefix: prefix}
+	out := make([]Holding, len(names))
+	cc, ok := c.(*redis.ClusterClient)
+	if !ok {
+		return out, readTx(ctx, c, l, names, out)
+	}
+	var (
+		wg   sync.WaitGroup
+		turn = make(chan struct{}, 16)
+		errs = make([]error, len(names))
+	)
+	for i := range names {
+		turn <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-turn }()
+			errs[i] = readTx(ctx, cc, l, names[i:i+1], out[i:i+1])
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// readTx reads names in one transaction into out.
+func readTx(ctx context.Context, c redis.UniversalClient, l keys.Layout, names []string, out []Holding) error {
 	all := make([]reads, len(names))
 	var now *redis.TimeCmd
-	sent, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+	sent, err := c.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		// The server's clock, for the permits' TTLs: their scores are
 		// expiries in it.
 		now = p.Time(ctx)
@@ -161,15 +194,14 @@ func Read(ctx context.Context, c redis.UniversalClient, prefix string, names ...
 	if err != nil {
 		for _, cmd := range sent {
 			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) && !redis.HasErrorPrefix(e, "WRONGTYPE") {
-				return nil, e
+				return e
 			}
 		}
 	}
-	out := make([]Holding, len(names))
 	for i, n := range names {
 		out[i] = all[i].holding(n, now.Val().UnixMilli())
 	}
-	return out, nil
+	return nil
 }
 
 // reads are the commands that read one name.
@@ -193,7 +225,7 @@ func queue(ctx context.Context, p redis.Pipeliner, l keys.Layout, n string) read
 		fence:   p.Get(ctx, l.Fence(n)),
 		owners:  p.HGetAll(ctx, k),
 		queue:   p.ZCard(ctx, l.Queue(n)),
-		record:  p.HMGet(ctx, l.Leader(n), "identity", "fence"),
+		record:  p.HMGet(ctx, l.Leader(n), "identity", "fence", "lease"),
 		value:   p.Get(ctx, k),
 		members: p.ZRangeWithScores(ctx, k, 0, -1),
 		fences:  p.HGetAll(ctx, l.Permits(n)),
@@ -247,10 +279,14 @@ func (r reads) holding(name string, nowMS int64) Holding {
 			h.TTL = d
 		}
 	}
-	if v := r.record.Val(); h.Kind == Lease && len(v) == 2 {
+	if v := r.record.Val(); h.Kind == Lease && len(v) == 3 {
 		id, _ := v[0].(string)
 		fs, _ := v[1].(string)
-		if f, err := strconv.ParseInt(fs, 10, 64); err == nil && id != "" && f == h.Fence {
+		// The record's lease digest is this lease's ID (election's
+		// leaseDigest); a record without one, from an older tenure, is
+		// the leader's while its fence is the counter's.
+		dg, _ := v[2].(string)
+		if f, err := strconv.ParseInt(fs, 10, 64); err == nil && id != "" && (dg == h.same || dg == "" && f == h.Fence) {
 			h.Leader = &election.Record{Name: name, Identity: id, Fence: f}
 		}
 	}
