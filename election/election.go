@@ -19,6 +19,7 @@ import (
 	// Imported under another name: keys is this package's set of one
 	// name's keys.
 	layout "github.com/tenure-go/tenure/internal/keys"
+	"github.com/tenure-go/tenure/internal/refusal"
 	"github.com/tenure-go/tenure/lease"
 )
 
@@ -463,17 +464,7 @@ func (e *Election) finish(busy chan struct{}) {
 // failing: a permission error (NOPERM, or a command a script called
 // refused) or an authentication error (WRONGPASS, NOAUTH).
 func refused(err error) bool {
-	var re redis.Error
-	if !errors.As(err, &re) {
-		return false
-	}
-	msg := re.Error()
-	for _, p := range []string{"NOPERM", "WRONGPASS", "NOAUTH"} {
-		if strings.HasPrefix(msg, p) {
-			return true
-		}
-	}
-	return strings.Contains(msg, "The user executing the script can't")
+	return refusal.Of(err) != refusal.None
 }
 
 // stop is what Run returns once its campaign context cctx has ended: nil
