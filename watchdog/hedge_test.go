@@ -1,7 +1,9 @@
 package watchdog_test
 
 import (
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -121,4 +123,60 @@ func silentDeathAt(t *testing.T, ttl, iv, rtt, readTimeout time.Duration) {
 	awaitDrop(t, l, before)
 	time.Sleep(3 * ttl)
 	noLoss(t, lost, fmt.Sprintf("one silent death, interval %v", iv))
+}
+
+// unanswered records when its lease heard ErrUnanswered: when a second
+// attempt became due.
+type unanswered struct {
+	mu  sync.Mutex
+	at  []time.Time
+	err chan error
+}
+
+func (u *unanswered) Lost(err error) { u.err <- err }
+func (u *unanswered) Renewed(err error) {
+	if errors.Is(err, watchdog.ErrUnanswered) {
+		u.mu.Lock()
+		u.at = append(u.at, time.Now())
+		u.mu.Unlock()
+	}
+}
+
+// An attempt cancelled because the other answered says nothing of the
+// round trip, however long it runs on: after a silent death whose hung
+// call ran to go-redis's 3s read timeout, the next death's second attempt
+// is due half an interval after the hung call, as the first death's was
+// (the round trips seen are milliseconds), not at the latest the loss
+// allows, where a patience of those 3s put it.
+func TestCancelledAttemptIsNoRoundTrip(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const ttl, iv = 3 * time.Second, time.Second
+		l := &link{rtt: 5 * time.Millisecond, readTimeout: 3 * time.Second}
+		w := watchdog.New[string](l, watchdog.Config{Drift: drift})
+		defer w.Close()
+		h := &unanswered{err: make(chan error, 1)}
+		if _, err := w.Add("x", ttl, time.Now(), iv, true, h); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(2*iv + iv/2)
+		for range 2 {
+			_, before, _ := l.stats()
+			l.killNext()
+			awaitDrop(t, l, before)
+		}
+		noLoss(t, h.err, "two silent deaths")
+		l.mu.Lock()
+		hung := l.hung
+		l.mu.Unlock()
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if len(hung) != 2 || len(h.at) != 2 {
+			t.Fatalf("%d calls hung, %d second attempts due, want 2 of each", len(hung), len(h.at))
+		}
+		for i := range hung {
+			if wait := h.at[i].Sub(hung[i]); wait < iv/2 || wait > iv/2+50*time.Millisecond {
+				t.Errorf("death %d: the second attempt was due %v after the hung call, want half the interval, %v", i+1, wait, iv/2)
+			}
+		}
+	})
 }

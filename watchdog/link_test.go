@@ -37,6 +37,8 @@ type link struct {
 	drops int
 	calls int
 	out   int // calls in flight
+	// hung is when each call that found its connection dead began.
+	hung []time.Time
 }
 
 type conn struct{ dead bool }
@@ -68,6 +70,11 @@ func (l *link) put(c *conn, dropped bool) {
 
 // roundTrip waits one round trip on c, or until ctx ends.
 func (l *link) roundTrip(ctx context.Context, c *conn) error {
+	if c.dead {
+		l.mu.Lock()
+		l.hung = append(l.hung, time.Now())
+		l.mu.Unlock()
+	}
 	if l.readTimeout > 0 {
 		if c.dead {
 			time.Sleep(l.readTimeout)
