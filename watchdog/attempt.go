@@ -19,9 +19,11 @@ import (
 //     the wait for the others.
 //   - A second attempt goes out beside the first, on another connection,
 //     once the first has waited half an interval or twice the round trips
-//     seen lately (rtt.go), one at a time and none while the watchdog is
-//     behind; the first answer that decides a lease wins, and "not held"
-//     from either loses it.
+//     seen lately (rtt.go), and at the latest half way to the batch's
+//     loss; one at a time, and none while the watchdog is overloaded or
+//     another batch waits for its answer (its own wait does not count);
+//     the first answer that decides a lease wins, and "not held" from
+//     either loses it.
 //   - The worker never waits past limit, whatever the Renewer does with a
 //     context that ended: an attempt still running then is left to end by
 //     itself, its outcome unknown, and Close does not wait for it either.

@@ -11,7 +11,8 @@ import (
 //   - patience is how long a second attempt waits for the first (twice
 //     it, at least half an interval): the longest round trip answered
 //     lately, rising at once and falling by eighths, raised to the wait of
-//     an attempt given up. A link that just slowed down must not see its
+//     an attempt given up at its limit (not of one cancelled because the
+//     other attempt answered: attempt.go's observe). A link that just slowed down must not see its
 //     renewals sent twice for round trips it already showed it takes.
 //   - floor is the quickest round trip answered in the last two windows of
 //     floorWindow: the least a renewal sent now can be expected to take.
