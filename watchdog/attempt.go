@@ -19,9 +19,11 @@ import (
 //     the wait for the others.
 //   - A second attempt goes out beside the first, on another connection,
 //     once the first has waited half an interval or twice the round trips
-//     seen lately (rtt.go), one at a time and none while the watchdog is
-//     behind; the first answer that decides a lease wins, and "not held"
-//     from either loses it.
+//     seen lately (rtt.go), and at the latest half way to the batch's
+//     loss; one at a time, and none while the watchdog is overloaded or
+//     another batch waits for its answer (its own wait does not count);
+//     the first answer that decides a lease wins, and "not held" from
+//     either loses it.
 //   - The worker never waits past limit, whatever the Renewer does with a
 //     context that ended: an attempt still running then is left to end by
 //     itself, its outcome unknown, and Close does not wait for it either.
@@ -50,6 +52,8 @@ type batch[I any] struct {
 	// lateAt is when its most urgent lease is late (capacity.go's
 	// lateAt, from when the batch was taken), nanoseconds since base.
 	lateAt int64
+	// worker is the index of the worker that sends it.
+	worker int
 }
 
 // worker renews batches from w.ready until it is empty, then sleeps. Its
@@ -57,7 +61,7 @@ type batch[I any] struct {
 func (w *Watchdog[I]) worker(i int) {
 	defer w.wg.Done()
 	lateAt := &w.load.inflightLateAt[i]
-	var b batch[I]
+	b := batch[I]{worker: i}
 	for {
 		select {
 		case <-w.work:
@@ -127,7 +131,11 @@ func (w *Watchdog[I]) enlist(b *batch[I], e *Entry[I], now, wait int64) {
 	b.entries = append(b.entries, e)
 	b.reqs = append(b.reqs, Renewal[I]{Item: e.item, TTL: e.ttl})
 	b.limit = min(b.limit, e.lossAt)
-	b.hedgeAt = min(b.hedgeAt, now+max(int64(e.interval/2), wait))
+	// However long the round trips seen lately (an attempt given up at
+	// its limit counts its whole wait), the second attempt goes out half
+	// way to the loss at the latest: it then has as long to be answered
+	// as the first was given alone.
+	b.hedgeAt = min(b.hedgeAt, now+min(max(int64(e.interval/2), wait), (e.lossAt-now)/2))
 	b.lateAt = min(b.lateAt, lateAt(e, max(now, w.dueAt(e))))
 }
 
@@ -231,8 +239,11 @@ func (w *Watchdog[I]) hedge(ctx context.Context, b *batch[I], done chan<- answer
 	// One second attempt at a time, and none while behind: a first
 	// attempt slow for want of CPU, or a server short of it, is not
 	// helped by sending it twice. A dead connection holds up every batch
-	// sent on it: one at a time still finds a live one.
-	if w.Behind() || !w.hedging.CompareAndSwap(false, true) {
+	// sent on it: one at a time still finds a live one. This batch's own
+	// wait does not count: it raises WaitingForAnswer a third of the way
+	// to its loss, before a second attempt is due at a long interval, and
+	// a silent connection then lost the lease with no second attempt.
+	if w.behindBesides(b.worker) || !w.hedging.CompareAndSwap(false, true) {
 		return false
 	}
 	reqs := b.reqs // renew drops b.reqs while this attempt may run on
@@ -262,18 +273,34 @@ func (w *Watchdog[I]) start(ctx context.Context, reqs []Renewal[I], errs []error
 		for _, f := range then {
 			f()
 		}
-		// An attempt that failed without an answer for every renewal (a
-		// node that refused the connection, go-redis dialing it again
-		// meanwhile, while the other nodes of a Cluster answered at once)
-		// says nothing of the round trip: counting it made every lease
-		// of a killed Cluster primary hopeless, unsent and lost, although
-		// its replica was promoted seconds before their deadline (lease's
-		// TestClusterKilledPrimaryKeepsLeases).
-		if gaveUp := ctx.Err() != nil; gaveUp || decided(errs) {
-			w.trips.observe(sent, time.Duration(w.now()-sent), gaveUp)
-		}
+		w.observe(ctx, sent, errs)
 		done <- answer{errs: errs, sent: sent}
 	}()
+}
+
+// observe counts in the round trips an attempt sent at sent that left
+// errs, if it says something of them: it was answered for every renewal,
+// or given up at its limit.
+//
+// An attempt that failed without an answer for every renewal (a node that
+// refused the connection, go-redis dialing it again meanwhile, while the
+// other nodes of a Cluster answered at once) says nothing of the round
+// trip: counting it made every lease of a killed Cluster primary hopeless,
+// unsent and lost, although its replica was promoted seconds before their
+// deadline (lease's TestClusterKilledPrimaryKeepsLeases). Nor does one
+// cancelled because the other attempt answered, whenever it returns: one
+// hung on a silently dead connection returns at the client's read timeout
+// (3s for go-redis without ContextTimeoutEnabled), and counted as given
+// up, it set patience to those seconds, so that the next second attempt
+// waited past the loss of a lease whose connection died again.
+func (w *Watchdog[I]) observe(ctx context.Context, sent int64, errs []error) {
+	took := time.Duration(w.now() - sent)
+	switch {
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		w.trips.observe(sent, took, true, len(errs))
+	case decided(errs):
+		w.trips.observe(sent, took, false, len(errs))
+	}
 }
 
 // merge takes an attempt's answer into b.errs and b.sent: all of it when it

@@ -22,7 +22,13 @@ import (
 //   - Demand over capacity. The renewals a second that the leases held call
 //     for (the sum of 1/interval, kept exactly as leases come and go) exceed
 //     three quarters of what Config.Parallel workers renew a second. A
-//     worker's rate is measured from its full batches. Which batches count
+//     worker's rate is measured from its full batches, and is the server's
+//     and this process's, not the link's: the part of a round trip that
+//     is the link's (seen from batches of different sizes) is not counted
+//     as work, for every worker waits it at once, up to Config.Workers
+//     batches in flight. Counting a 200ms link as work at Parallel 1 of 4
+//     workers said 4,000 renewals a second were over capacity where the
+//     workers carried three times as many. Which batches count
 //     depends on what slows them. A batch that shared its time with an
 //     acquisition storm (more leases added while it was out than a tenth of
 //     its size) measures the storm, not the renewals: while the process
@@ -57,6 +63,9 @@ type load struct {
 	// acquisition storm. Float64 bits, 0 until measured.
 	perWorker atomic.Uint64
 	quiet     atomic.Uint64
+	// link is the link's share of a round trip, in nanoseconds
+	// (workRate), float64 bits, 0 until a pair of batches showed one.
+	link atomic.Uint64
 	// adds counts the leases ever added: a batch compares it before and
 	// after to see whether acquisitions competed with it.
 	adds atomic.Int64
@@ -172,6 +181,22 @@ func (w *Watchdog[I]) BehindReason() Reason {
 	return NotBehind
 }
 
+// behindBesides is Behind less the wait of worker i's batch for its answer:
+// whether a second attempt for that batch would add to a load the
+// watchdog or its server cannot carry.
+func (w *Watchdog[I]) behindBesides(i int) bool {
+	now := w.now()
+	if w.overloaded(now) {
+		return true
+	}
+	for j := range w.load.inflightLateAt {
+		if j != i && now >= w.load.inflightLateAt[j].Load() {
+			return true
+		}
+	}
+	return false
+}
+
 // overloaded reports whether the watchdog itself cannot send what its
 // leases call for: demand over capacity, or a renewal kept waiting for a
 // worker.
@@ -230,12 +255,53 @@ func (w *Watchdog[I]) measure(n int, d time.Duration, added int64) {
 	if 2*n < w.cfg.BatchSize || d <= 0 {
 		return
 	}
-	rate := float64(n) / d.Seconds()
 	w.load.cpu.sample()
-	average(&w.load.perWorker, rate)
+	average(&w.load.perWorker, float64(n)/d.Seconds())
 	if float64(added) <= quietShare*float64(n) {
-		average(&w.load.quiet, rate)
+		average(&w.load.quiet, w.workRate(n, d))
 	}
+}
+
+// workRate is what a batch of n renewals that took d says one worker's
+// share of the capacity is, with the CPU to spare (the quiet rate): the
+// link's share of d (linkShare) is not work, and while it passes every
+// one of Config.Workers waits at once. So it is n over d less that
+// share, but never more than Workers/Parallel times n/d, what the workers
+// send when each waits d for every batch.
+func (w *Watchdog[I]) workRate(n int, d time.Duration) float64 {
+	rate := float64(n) / d.Seconds()
+	link := w.linkShare(n, d)
+	if link <= 0 || link >= d {
+		return rate
+	}
+	overlap := float64(w.cfg.Workers) / float64(w.cfg.Parallel)
+	return min(float64(n)/(d-link).Seconds(), overlap*rate)
+}
+
+// linkShare learns, from a batch of n renewals that took d, how much of a
+// round trip is the link's, and returns what counts now.
+//
+// A round trip is the link's time L, the same for any batch, and the
+// server's and this process's work, in proportion to the renewals: c
+// each. The answer for the fewest renewals of the last seconds (rtt.go's
+// fewest), f for m renewals, and this batch give L = f − m·(d − f)/(n −
+// m), when m is at most half of n (otherwise the two are too alike to
+// tell L from c). The estimate is kept between such pairs, for a watchdog
+// whose batches are all full has none, and never counts for more than the
+// quickest answer of the last seconds (the floor): a link that became
+// quicker shows there at once, and one that became slower is counted as
+// work until a pair shows it, the cautious error.
+func (w *Watchdog[I]) linkShare(n int, d time.Duration) time.Duration {
+	now := w.now()
+	floor := w.trips.floor(now)
+	if floor <= 0 {
+		return 0
+	}
+	if s := w.trips.fewest(now); s.n > 0 && s.took < d && 2*s.n <= n {
+		c := float64(d-s.took) / float64(n-s.n)
+		average(&w.load.link, max(0, float64(s.took)-float64(s.n)*c))
+	}
+	return min(time.Duration(math.Float64frombits(w.load.link.Load())), floor)
 }
 
 // average moves the moving average kept in bits a quarter of the way to
@@ -261,7 +327,8 @@ type Load struct {
 	// Demand is how many renewals a second the leases held call for.
 	Demand float64
 	// PerWorker is how many renewals a second one worker sends with a
-	// full batch, as measured; 0 while nothing was.
+	// full batch, as measured, the link's share of each round trip
+	// (Link) not counted; 0 while nothing was.
 	PerWorker float64
 	// Workers is how many workers the capacity counts (Config.Parallel).
 	Workers int
@@ -269,6 +336,10 @@ type Load struct {
 	// short of CPU (or not judged yet); otherwise it is that of the
 	// batches without an acquisition storm.
 	ShortOfCPU bool
+	// Link is the share of each round trip counted as the link's, not as
+	// work, in the rate of the batches without a storm (0: none, and
+	// always while short of CPU, when every batch's whole time counts).
+	Link time.Duration
 }
 
 // Capacity is how many renewals a second the watchdog counts on:
@@ -284,6 +355,9 @@ func (l Load) String() string {
 	if l.PerWorker <= 0 {
 		return fmt.Sprintf("%.0f renewals/s called for; capacity not measured yet", l.Demand)
 	}
+	if l.Link > 0 && !l.ShortOfCPU {
+		from += fmt.Sprintf(", %v of each round trip the link's", l.Link.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("%.0f renewals/s called for, capacity %.0f/s (%d workers × %.0f/s, from %s)",
 		l.Demand, l.Capacity(), l.Workers, l.PerWorker, from)
 }
@@ -296,10 +370,14 @@ func (w *Watchdog[I]) Load() Load {
 	if short {
 		bits = &w.load.perWorker
 	}
-	return Load{
+	l := Load{
 		Demand:     math.Float64frombits(w.load.demandBits.Load()),
 		PerWorker:  math.Float64frombits(bits.Load()),
 		Workers:    w.cfg.Parallel,
 		ShortOfCPU: short,
 	}
+	if !short {
+		l.Link = time.Duration(math.Float64frombits(w.load.link.Load()))
+	}
+	return l
 }

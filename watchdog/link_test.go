@@ -25,6 +25,10 @@ type link struct {
 	// dialTrips is how many round trips a new connection costs before
 	// its first command (1 when 0: HELLO; 2 with CLIENT SETINFO).
 	dialTrips int
+	// readTimeout, when set, is go-redis without ContextTimeoutEnabled: a
+	// call does not end with its context, and one on a dead connection
+	// fails after readTimeout.
+	readTimeout time.Duration
 
 	mu    sync.Mutex
 	idle  []*conn // connections in the pool
@@ -32,6 +36,9 @@ type link struct {
 	dials int
 	drops int
 	calls int
+	out   int // calls in flight
+	// hung is when each call that found its connection dead began.
+	hung []time.Time
 }
 
 type conn struct{ dead bool }
@@ -40,6 +47,7 @@ func (l *link) get() (c *conn, dialed bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.calls++
+	l.out++
 	if n := len(l.idle); n > 0 {
 		c = l.idle[n-1]
 		l.idle = l.idle[:n-1]
@@ -52,6 +60,7 @@ func (l *link) get() (c *conn, dialed bool) {
 func (l *link) put(c *conn, dropped bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.out--
 	if dropped {
 		l.drops++
 		return
@@ -61,6 +70,19 @@ func (l *link) put(c *conn, dropped bool) {
 
 // roundTrip waits one round trip on c, or until ctx ends.
 func (l *link) roundTrip(ctx context.Context, c *conn) error {
+	if c.dead {
+		l.mu.Lock()
+		l.hung = append(l.hung, time.Now())
+		l.mu.Unlock()
+	}
+	if l.readTimeout > 0 {
+		if c.dead {
+			time.Sleep(l.readTimeout)
+			return errReadTimeout
+		}
+		time.Sleep(l.rtt)
+		return nil
+	}
 	if c.dead {
 		<-ctx.Done()
 		return ctx.Err()
@@ -115,6 +137,8 @@ func (l *link) flush(dead bool) {
 		l.idle = nil // a restart closes every connection
 	}
 }
+
+var errReadTimeout = errors.New("i/o timeout")
 
 func btoi(b bool) int {
 	if b {

@@ -20,8 +20,9 @@
 //     the local deadline. A renewal not yet answered is waited for until the
 //     batch's loss time (a slow answer still saves the lease), with a second
 //     attempt sent beside it once it has taken half an interval, or twice
-//     the round trips seen lately (one stuck on a dead connection is saved
-//     by the other); the first answer that decides wins.
+//     the round trips seen lately, and at the latest half way to that loss
+//     time (one stuck on a dead connection is saved by the other); the
+//     first answer that decides wins.
 //   - A lease is lost a slack before its local deadline (Config.Slack),
 //     whether or not any answer came: a timer fires late on a loaded
 //     machine, and the lease's context must be cancelled by its deadline,

@@ -119,6 +119,20 @@ func (p *Proxy) Latency() time.Duration { return time.Duration(p.latency.Load())
 // clients do not pile up server connections.
 func (p *Proxy) BlackHole(on bool) { p.blackhole.Store(on) }
 
+// Silence has every connection open now die silently, as a NAT table, a
+// load balancer or a firewall that forgot it does to a pooled connection:
+// it stays open, and nothing more is forwarded on it in either direction,
+// for good, whatever was already on its way. Connections accepted later
+// are not touched. Closes are still propagated, as with the black hole.
+// It returns how many connections it silenced.
+func (p *Proxy) Silence() int {
+	links := p.snapshot()
+	for _, l := range links {
+		l.silent.Store(true)
+	}
+	return len(links)
+}
+
 // BlackHoled reports whether the black hole is on.
 func (p *Proxy) BlackHoled() bool { return p.blackhole.Load() }
 
@@ -264,7 +278,12 @@ type link struct {
 	done           chan struct{} // closed by close
 	once           sync.Once
 	eofs           atomic.Int32 // directions that finished with a clean EOF
+	silent         atomic.Bool  // Silence: forwards nothing more
 }
+
+// dropping reports whether data on l is discarded: the black hole is on,
+// or l was silenced.
+func (l *link) dropping() bool { return l.p.blackhole.Load() || l.silent.Load() }
 
 // chunk is data read from one side, stamped with its read time so the writer
 // can hold it until at+latency; eof marks a clean end of the direction.
@@ -307,7 +326,7 @@ func (l *link) read(src net.Conn, q chan<- chunk) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
-		if n > 0 && !l.p.blackhole.Load() {
+		if n > 0 && !l.dropping() {
 			c := chunk{data: append([]byte(nil), buf[:n]...), at: time.Now()}
 			select {
 			case q <- c:
@@ -353,7 +372,7 @@ func (l *link) write(dst net.Conn, q <-chan chunk) {
 		if !l.sleepLatency(c.at) {
 			return
 		}
-		if l.p.blackhole.Load() {
+		if l.dropping() {
 			continue
 		}
 		if _, err := dst.Write(c.data); err != nil {

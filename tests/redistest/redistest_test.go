@@ -370,6 +370,30 @@ func TestProxyBlackHole(t *testing.T) {
 	}
 }
 
+// Silence kills the connections open then, silently and for good, and no
+// other: the pooled connection swallows a command, and the next one, on a
+// connection dialed after it, is answered.
+func TestProxySilence(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t)
+	p := redistest.StartProxy(t, s.Addr())
+	c := proxied(t, p)
+	if err := c.Ping(ctxTimeout(t, 2*time.Second)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.Silence(); n != 1 {
+		t.Fatalf("Silence silenced %d connections, want the one pooled", n)
+	}
+	if err := c.Ping(ctxTimeout(t, 300*time.Millisecond)).Err(); err == nil {
+		t.Fatal("PING on a silenced connection answered")
+	}
+	// go-redis dropped the connection whose command timed out: this
+	// one goes on a new connection, which Silence did not touch.
+	if err := c.Ping(ctxTimeout(t, 2*time.Second)).Err(); err != nil {
+		t.Fatalf("PING on a connection dialed after Silence: %v", err)
+	}
+}
+
 // A black hole in front of a dead target still accepts and holds connections.
 func TestProxyBlackHoleDeadTarget(t *testing.T) {
 	t.Parallel()
