@@ -163,7 +163,7 @@ func (s *Server) CreateUser(tb testing.TB, user, prefix string) User {
 		args = append(args, f)
 	}
 	if err := c.Do(ctx, args...).Err(); err != nil {
-		tb.Fatalf("redistest: %s: %v", ACLRule(user, "PASSWORD", prefix), err)
+		tb.Fatalf("redistest: %s: %v", s.FitRule(tb, ACLRule(user, "PASSWORD", prefix)), err)
 	}
 	return u
 }
