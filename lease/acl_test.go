@@ -148,9 +148,9 @@ func TestACLUserEveryFeature(t *testing.T) {
 // narrowRules are an ACL user's rules that allow tenure's commands on the
 // keys and channels of names alone: a script touching a key of another
 // name, or outside the prefix, is refused.
-func narrowRules(user, password string, names []string) []string {
+func narrowRules(s *redistest.Server, t *testing.T, user, password string, names []string) []string {
 	rules := []string{user, "on", ">" + password, "-@all"}
-	for _, c := range redistest.ACLCommands {
+	for _, c := range append(append([]string{}, redistest.ACLCommands...), s.IdentityCommands(t)...) {
 		rules = append(rules, "+"+c)
 	}
 	for _, n := range names {
@@ -168,7 +168,7 @@ func TestScriptsTouchOnlyTheirKeys(t *testing.T) {
 	t.Parallel()
 	s := redistest.Start(t)
 	admin := s.Client(t)
-	s.SetUser(t, narrowRules("narrow", "pw", aclNames)...)
+	s.SetUser(t, narrowRules(s, t, "narrow", "pw", aclNames)...)
 	o := s.Options()
 	o.Username, o.Password = "narrow", "pw"
 	c := redis.NewClient(o)

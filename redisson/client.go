@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/watchdog"
 )
@@ -65,27 +66,27 @@ var (
 	semUpdateSrc string
 
 	// Each runs with EVALSHA, and EVAL when the server does not know it
-	// (go-redis's Script.Run).
-	lockScript        = redis.NewScript(lockSrc)
-	unlockScript      = redis.NewScript(publishSrc + unlockSrc)
-	forceScript       = redis.NewScript(publishSrc + forceSrc)
-	readLockScript    = redis.NewScript(readLockSrc)
-	readUnlockScript  = redis.NewScript(publishSrc + readUnlockSrc)
-	writeLockScript   = redis.NewScript(writeLockSrc)
-	writeUnlockScript = redis.NewScript(publishSrc + writeUnlockSrc)
-	renewScript       = redis.NewScript(renewSrc)
-	fairLockScript    = redis.NewScript(fairPruneSrc + fairLockSrc)
-	fairUnlockScript  = redis.NewScript(publishSrc + fairPruneSrc + fairUnlockSrc)
-	fairForceScript   = redis.NewScript(publishSrc + fairPruneSrc + fairForceSrc)
-	fairLeaveScript   = redis.NewScript(publishSrc + fairLeaveSrc)
+	// (backend.Script, which works in FIPS 140-only mode).
+	lockScript        = backend.NewScript(lockSrc)
+	unlockScript      = backend.NewScript(publishSrc + unlockSrc)
+	forceScript       = backend.NewScript(publishSrc + forceSrc)
+	readLockScript    = backend.NewScript(readLockSrc)
+	readUnlockScript  = backend.NewScript(publishSrc + readUnlockSrc)
+	writeLockScript   = backend.NewScript(writeLockSrc)
+	writeUnlockScript = backend.NewScript(publishSrc + writeUnlockSrc)
+	renewScript       = backend.NewScript(renewSrc)
+	fairLockScript    = backend.NewScript(fairPruneSrc + fairLockSrc)
+	fairUnlockScript  = backend.NewScript(publishSrc + fairPruneSrc + fairUnlockSrc)
+	fairForceScript   = backend.NewScript(publishSrc + fairPruneSrc + fairForceSrc)
+	fairLeaveScript   = backend.NewScript(publishSrc + fairLeaveSrc)
 
 	// An RPermitExpirableSemaphore's.
-	semAcquireScript   = redis.NewScript(publishSrc + semReclaimSrc + semAcquireSrc)
-	semReleaseScript   = redis.NewScript(publishSrc + semReleaseSrc)
-	semSetScript       = redis.NewScript(publishSrc + semSetSrc)
-	semAddScript       = redis.NewScript(publishSrc + semAddSrc)
-	semAvailableScript = redis.NewScript(publishSrc + semReclaimSrc + semAvailableSrc)
-	semUpdateScript    = redis.NewScript(publishSrc + semReclaimSrc + semUpdateSrc)
+	semAcquireScript   = backend.NewScript(publishSrc + semReclaimSrc + semAcquireSrc)
+	semReleaseScript   = backend.NewScript(publishSrc + semReleaseSrc)
+	semSetScript       = backend.NewScript(publishSrc + semSetSrc)
+	semAddScript       = backend.NewScript(publishSrc + semAddSrc)
+	semAvailableScript = backend.NewScript(publishSrc + semReclaimSrc + semAvailableSrc)
+	semUpdateScript    = backend.NewScript(publishSrc + semReclaimSrc + semUpdateSrc)
 )
 
 // MaxNameLen is the longest name accepted, in bytes, prefix included.
@@ -347,6 +348,9 @@ func (r renewer) Renew(ctx context.Context, batch []watchdog.Renewal[item], errs
 	all := make([]int, len(batch))
 	for i := range all {
 		all[i] = i
+	}
+	if len(batch) > 0 {
+		renewScript.Load(ctx, r.c.c, batch[0].Item.key) // EVALSHA in FIPS mode too
 	}
 	cmds := run(false, all)
 	var again []int

@@ -179,6 +179,9 @@ func TestACLUserOnCluster(t *testing.T) {
 	for _, c := range append(append([]string{}, redistest.ACLCommands...), "cluster|slots", "command", "asking") {
 		rules = append(rules, "+"+c)
 	}
+	for _, c := range cl.Nodes()[0].IdentityCommands(t) {
+		rules = append(rules, "+"+c)
+	}
 	for _, s := range cl.Nodes() {
 		s.SetUser(t, rules...)
 	}
@@ -211,7 +214,7 @@ func TestACLUserThroughSentinel(t *testing.T) {
 	s := redistest.NewSentinel(t, 1, 3)
 	const password = "sentinel-pw"
 	rules := []string{"tenure", "on", ">" + password, "~tenure:*", "&tenure:*", "-@all"}
-	for _, c := range redistest.ACLCommands {
+	for _, c := range append(append([]string{}, redistest.ACLCommands...), s.Servers()[0].IdentityCommands(t)...) {
 		rules = append(rules, "+"+c)
 	}
 	for _, srv := range s.Servers() {

@@ -80,13 +80,14 @@ func aclSetUser(t *testing.T, servers []*redistest.Server, user, password string
 	aclSetRule(t, servers, redistest.ACLRule(user, password, "tenure:"))
 }
 
-// aclSetRule runs the ACL SETUSER line rule on every server.
+// aclSetRule runs the ACL SETUSER line rule on every server, as
+// docs/security.md gives it for the server (redistest.Server.FitRule).
 func aclSetRule(t *testing.T, servers []*redistest.Server, rule string) {
 	t.Helper()
 	for _, s := range servers {
 		c := s.NewClient()
 		var args []any
-		for _, f := range strings.Fields(rule) {
+		for _, f := range strings.Fields(s.FitRule(t, rule)) {
 			args = append(args, f)
 		}
 		err := c.Do(context.Background(), args...).Err()

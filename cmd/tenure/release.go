@@ -32,8 +32,8 @@ import (
 // backend.PublishLua): sharded on a Cluster, where a classic one would
 // cost every node.
 var forceRelease = releaseScripts{
-	classic: redis.NewScript(backend.PublishLua(false) + forceReleaseSrc),
-	sharded: redis.NewScript(backend.PublishLua(true) + forceReleaseSrc),
+	classic: backend.NewScript(backend.PublishLua(false) + forceReleaseSrc),
+	sharded: backend.NewScript(backend.PublishLua(true) + forceReleaseSrc),
 }
 
 // forceReleaseSrc is the script's body, which publish() is prepended to.
@@ -46,8 +46,8 @@ var forceReleaseSrc string
 // work is dead: it takes the holder's token out of the revocation marker,
 // and the last one out frees the name and tells the waiters.
 var releaseRevoked = releaseScripts{
-	classic: redis.NewScript(backend.PublishLua(false) + releaseRevokedSrc),
-	sharded: redis.NewScript(backend.PublishLua(true) + releaseRevokedSrc),
+	classic: backend.NewScript(backend.PublishLua(false) + releaseRevokedSrc),
+	sharded: backend.NewScript(backend.PublishLua(true) + releaseRevokedSrc),
 }
 
 // releaseRevokedSrc is the script's body, which publish() is prepended to.
@@ -56,7 +56,7 @@ var releaseRevoked = releaseScripts{
 var releaseRevokedSrc string
 
 // releaseScripts is a script built for each kind of release message.
-type releaseScripts struct{ classic, sharded *redis.Script }
+type releaseScripts struct{ classic, sharded *backend.Script }
 
 // Run runs the script c's deployment takes (backend.Sharded).
 func (s releaseScripts) Run(ctx context.Context, c redis.UniversalClient, keys []string, args ...any) *redis.Cmd {

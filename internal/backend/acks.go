@@ -69,7 +69,7 @@ func (r *Redis) reloadOnRedirect(ctx context.Context, err error) {
 }
 
 // acquireAcked is Acquire followed by WAIT.
-func (r *Redis) acquireAcked(ctx context.Context, s *script, req Request, keys []string, args []any) (Acquisition, error) {
+func (r *Redis) acquireAcked(ctx context.Context, s *Script, req Request, keys []string, args []any) (Acquisition, error) {
 	c, err := r.nodeFor(ctx, keys[0])
 	if err != nil {
 		return Acquisition{}, fmt.Errorf("acquire: %w", err)
@@ -89,6 +89,7 @@ func (r *Redis) acquireAcked(ctx context.Context, s *script, req Request, keys [
 			return nil
 		})
 	}
+	s.Load(ctx, r.client, keys[0])
 	run(false)
 	if err := script.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		run(true)
@@ -165,6 +166,7 @@ func (r *Redis) renewOn(ctx context.Context, c redis.Cmdable, items []Item, idx 
 	for k := range all {
 		all[k] = k
 	}
+	renewScript.Load(ctx, r.client, r.layout.Lease(items[idx[0]].Name))
 	send(all, false)
 	var missing []int
 	for k, cmd := range cmds {

@@ -63,15 +63,15 @@ func KeySlot(key string) int { return slot(key) }
 // publishers are the scripts that publish release messages, built with one
 // definition of publish().
 type publishers struct {
-	release, abandon, leave, downgrade *script
+	release, abandon, leave, downgrade *Script
 }
 
 func newPublishers(publish string) *publishers {
 	return &publishers{
-		release:   newScript(publish + letgoSrc + releaseSrc),
-		abandon:   newScript(publish + letgoSrc + abandonSrc),
-		leave:     newScript(publish + letgoSrc + leaveSrc),
-		downgrade: newScript(fenceSrc + publish + letgoSrc + downgradeSrc),
+		release:   NewScript(publish + letgoSrc + releaseSrc),
+		abandon:   NewScript(publish + letgoSrc + abandonSrc),
+		leave:     NewScript(publish + letgoSrc + leaveSrc),
+		downgrade: NewScript(fenceSrc + publish + letgoSrc + downgradeSrc),
 	}
 }
 

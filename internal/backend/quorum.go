@@ -8,14 +8,12 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed scripts/raise.lua
 	raiseSrc    string
-	raiseScript = redis.NewScript(raiseSrc)
+	raiseScript = NewScript(raiseSrc)
 )
 
 // Quorum is the Backend of quorum mode (the Redlock algorithm): it fans every

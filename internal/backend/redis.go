@@ -52,12 +52,12 @@ var (
 	//go:embed scripts/downgrade.lua
 	downgradeSrc string
 
-	acquireScript     = newScript(fenceSrc + queueSrc + acquireSrc)
-	permitScript      = newScript(fenceSrc + queueSrc + permitSrc)
-	renewScript       = newScript(publishSrc + letgoSrc + renewSrc) // publishes nothing
-	renewLeasesScript = newScript(renewLeasesSrc)
-	reenterScript     = newScript(reenterSrc)
-	availableScript   = newScript(availableSrc)
+	acquireScript     = NewScript(fenceSrc + queueSrc + acquireSrc)
+	permitScript      = NewScript(fenceSrc + queueSrc + permitSrc)
+	renewScript       = NewScript(publishSrc + letgoSrc + renewSrc) // publishes nothing
+	renewLeasesScript = NewScript(renewLeasesSrc)
+	reenterScript     = NewScript(reenterSrc)
+	availableScript   = NewScript(availableSrc)
 )
 
 // Layout is the key layout, kept in internal/keys with the name rules so
@@ -354,7 +354,7 @@ func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 // pipelined sends script once per item with EVALSHA in one pipeline, and
 // once more with EVAL for the items the server answered NOSCRIPT (after a
 // restart or SCRIPT FLUSH). Each script returns 1 (done) or 0 (not held).
-func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, errs []error, args func(Item) ([]string, scriptArgs), result func(*redis.Cmd) error) {
+func (r *Redis) pipelined(ctx context.Context, script *Script, items []Item, errs []error, args func(Item) ([]string, scriptArgs), result func(*redis.Cmd) error) {
 	if len(items) != len(errs) {
 		panic("backend: len(items) != len(errs)")
 	}
@@ -373,6 +373,7 @@ func (r *Redis) pipelined(ctx context.Context, script *script, items []Item, err
 	for i, it := range items {
 		keys[i], argv[i] = args(it)
 	}
+	script.Load(ctx, r.client, keys[0][0])
 	// The pipeline's own error repeats the first failed command's error;
 	// every command carries its own, which is what we report.
 	_, _ = r.client.Pipelined(ctx, func(p redis.Pipeliner) error {

@@ -15,7 +15,7 @@ import (
 var (
 	//go:embed scripts/renew_node.lua
 	renewNodeSrc    string
-	renewNodeScript = newScript(renewNodeSrc)
+	renewNodeScript = NewScript(renewNodeSrc)
 )
 
 // errNotLocal is a lease's outcome in a renew_node.lua call that could not
@@ -337,6 +337,7 @@ func (r *Redis) sendRenewals(ctx context.Context, calls []*renewCall) {
 				case c.batch:
 					s = renewLeasesScript
 				}
+				s.Load(ctx, r.client, c.keys[0]) // no SCRIPT LOAD once known
 				c.cmd = s.command(ctx, eval, c.keys, c.args...)
 				_ = p.Process(ctx, c.cmd)
 			}

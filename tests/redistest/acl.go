@@ -20,8 +20,9 @@ var ACLCommands = []string{
 	// Connection: go-redis's PING, pub/sub's health check, the CLI's probe;
 	// SELECT of a database above 0 (Options.DB, redis://host/2).
 	"ping", "select",
-	// Scripts, and what they call.
-	"evalsha", "eval", "time",
+	// Scripts, and what they call. SCRIPT LOAD tells a program in FIPS
+	// 140-3 mode a script's SHA1, which Go may not compute there.
+	"evalsha", "eval", "script|load", "time",
 	"get", "set", "del", "exists", "type", "pttl", "pexpire",
 	"hget", "hset", "hdel", "hexists", "hincrby", "hgetall", "hmget",
 	"zadd", "zrem", "zrank", "zcard", "zscore", "zcount", "zrange", "zrangebyscore",
@@ -34,6 +35,15 @@ var ACLCommands = []string{
 	// tenure list.
 	"scan",
 }
+
+// ACLIdentityCommands are what go-redis v9 sends on every new connection
+// to a server that knows it, besides what ACLCommands allow: CLIENT
+// SETINFO, the client library's name and version (Redis 7.2 and later,
+// Valkey). It ignores a refusal, but each refusal is an ACL LOG entry.
+// Redis 6.2 and 7.0 do not know the subcommand, and refuse a rule that
+// names it: docs/security.md gives each rule with them (for 7.2 and later)
+// and without (for 6.2 and 7.0), and Server.FitRule picks.
+var ACLIdentityCommands = []string{"client|setinfo"}
 
 // ACLClusterCommands are what a Cluster client sends besides ACLCommands,
 // in the order docs/security.md's Cluster rule adds them: the slot map
@@ -69,6 +79,53 @@ func ACLRule(user, password, prefix string) string {
 	return b.String()
 }
 
+// WithIdentity returns rule (ACLRule's or ACLClusterRule's) with
+// ACLIdentityCommands: the line docs/security.md gives for Redis 7.2 and
+// later and for Valkey.
+func WithIdentity(rule string) string {
+	for _, c := range ACLIdentityCommands {
+		rule += " +" + c
+	}
+	return rule
+}
+
+// FitRule returns rule (ACLRule's or ACLClusterRule's) as docs/security.md
+// gives it for s: WithIdentity when s knows CLIENT SETINFO.
+func (s *Server) FitRule(tb testing.TB, rule string) string {
+	tb.Helper()
+	if s.KnowsIdentity(tb) {
+		return WithIdentity(rule)
+	}
+	return rule
+}
+
+// IdentityCommands returns ACLIdentityCommands when s knows them, else
+// nothing: what a test's own narrower user needs besides ACLCommands.
+func (s *Server) IdentityCommands(tb testing.TB) []string {
+	tb.Helper()
+	if s.KnowsIdentity(tb) {
+		return ACLIdentityCommands
+	}
+	return nil
+}
+
+// KnowsIdentity reports whether s knows every command of
+// ACLIdentityCommands (COMMAND INFO answers nil for one it does not).
+func (s *Server) KnowsIdentity(tb testing.TB) bool {
+	tb.Helper()
+	c := s.NewClient()
+	defer c.Close()
+	args := []any{"command", "info"}
+	for _, cmd := range ACLIdentityCommands {
+		args = append(args, cmd)
+	}
+	info, err := c.Do(context.Background(), args...).Slice()
+	if err != nil {
+		tb.Fatalf("redistest: COMMAND INFO: %v", err)
+	}
+	return !slices.Contains(info, nil)
+}
+
 // escapeGlob escapes the characters that Redis's glob patterns give a
 // meaning to, so that a prefix matches itself only.
 func escapeGlob(s string) string {
@@ -88,7 +145,7 @@ type User struct {
 }
 
 // CreateUser creates user on the server with exactly ACLRule for prefix
-// (the line docs/security.md gives) and a fresh random password, sent as
+// (the line docs/security.md gives, FitRule's for the server) and a fresh random password, sent as
 // the default user, which the harness's servers leave unrestricted. The
 // user must not exist yet: the rule adds to an existing user's rights. It
 // fails the test on error.
@@ -102,11 +159,11 @@ func (s *Server) CreateUser(tb testing.TB, user, prefix string) User {
 		tb.Fatalf("redistest.CreateUser: user %q exists already, or ACL USERS failed: %v", user, err)
 	}
 	var args []any
-	for _, f := range strings.Fields(ACLRule(user, u.Password, prefix)) {
+	for _, f := range strings.Fields(s.FitRule(tb, ACLRule(user, u.Password, prefix))) {
 		args = append(args, f)
 	}
 	if err := c.Do(ctx, args...).Err(); err != nil {
-		tb.Fatalf("redistest: %s: %v", ACLRule(user, "PASSWORD", prefix), err)
+		tb.Fatalf("redistest: %s: %v", s.FitRule(tb, ACLRule(user, "PASSWORD", prefix)), err)
 	}
 	return u
 }

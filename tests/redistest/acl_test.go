@@ -15,13 +15,15 @@ import (
 
 // The rules CreateUser and the Cluster tests apply are the lines
 // docs/security.md gives, word for word: the single server's (and a
-// Sentinel group's data servers'), then the Cluster's.
+// Sentinel group's data servers'), then the Cluster's, each for Redis 7.2
+// and later and Valkey (WithIdentity), then for 6.2 and 7.0.
 func TestACLRuleMatchesDocs(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{redistest.ACLRule("tenure", "PASSWORD", "tenure:"), redistest.ACLClusterRule("tenure", "PASSWORD", "tenure:")}
+	single, cluster := redistest.ACLRule("tenure", "PASSWORD", "tenure:"), redistest.ACLClusterRule("tenure", "PASSWORD", "tenure:")
+	want := []string{redistest.WithIdentity(single), single, redistest.WithIdentity(cluster), cluster}
 	var lines []string
 	for _, l := range strings.Split(string(doc), "\n") {
 		if strings.HasPrefix(l, "ACL SETUSER tenure on >PASSWORD") {
@@ -135,5 +137,63 @@ func TestScriptKeyViolations(t *testing.T) {
 
 	if _, err := redistest.ScriptKeyViolations(context.Background(), c, nil); err == nil {
 		t.Fatal("no script at all passed the check")
+	}
+}
+
+// go-redis's CLIENT SETINFO on connecting is what the identity commands
+// are for. The line docs/security.md gives for the server lets a client
+// connect and work with nothing in ACL LOG; so does the 6.2 and 7.0 line
+// with Options.DisableIdentity, on any server. On a server that knows
+// CLIENT SETINFO (7.2 and later, Valkey) the 6.2 and 7.0 line alone
+// leaves an entry a connection, which the ACL tests fail on; a server
+// that does not refuses a rule naming it, with the error the document
+// quotes.
+func TestACLIdentity(t *testing.T) {
+	t.Parallel()
+	s := redistest.Start(t)
+	ctx := ctxTimeout(t, 30*time.Second)
+	admin := s.Client(t)
+	run := func(rule string, disable bool) []string {
+		t.Helper()
+		s.ResetACLLog(t)
+		if err := admin.Do(ctx, "acl", "deluser", "tenure").Err(); err != nil {
+			t.Fatal(err)
+		}
+		var args []any
+		for _, f := range strings.Fields(rule) {
+			args = append(args, f)
+		}
+		if err := admin.Do(ctx, args...).Err(); err != nil {
+			t.Fatalf("%s: %v", rule, err)
+		}
+		o := s.Options()
+		o.Username, o.Password, o.DisableIdentity = "tenure", "pw", disable
+		c := redis.NewClient(o)
+		defer c.Close()
+		if err := c.Set(ctx, "tenure:{a}", "1", 0).Err(); err != nil {
+			t.Fatalf("%s: SET: %v", rule, err)
+		}
+		return s.ACLLog(t)
+	}
+	base := redistest.ACLRule("tenure", "pw", "tenure:")
+	if log := run(s.FitRule(t, base), false); len(log) != 0 {
+		t.Errorf("the server's own line: ACL LOG %q", log)
+	}
+	if log := run(base, true); len(log) != 0 {
+		t.Errorf("the 6.2 and 7.0 line with DisableIdentity: ACL LOG %q", log)
+	}
+	log := run(base, false)
+	if !s.KnowsIdentity(t) {
+		if len(log) != 0 {
+			t.Errorf("the 6.2 and 7.0 line on a server without CLIENT SETINFO: ACL LOG %q", log)
+		}
+		err := admin.Do(ctx, "acl", "setuser", "tenure", "+client|setinfo").Err()
+		if err == nil || !strings.Contains(err.Error(), "Unknown command or category name in ACL") {
+			t.Errorf("+client|setinfo on a server without it: %v, want the refusal docs/security.md quotes", err)
+		}
+		return
+	}
+	if len(log) != 1 || !strings.Contains(log[0], "client|setinfo") {
+		t.Errorf("the 6.2 and 7.0 line on a server with CLIENT SETINFO: ACL LOG %q, want one client|setinfo refusal", log)
 	}
 }
