@@ -47,3 +47,25 @@ func TestFIPS140Only(t *testing.T) {
 		t.Errorf("the server refused the demo: %q", log)
 	}
 }
+
+// Without REDIS_URL in FIPS 140-only mode, the demo says what to set and
+// exits with an error, rather than panicking in the embedded miniredis,
+// which hashes scripts with SHA-1 itself.
+func TestFIPS140OnlyWithoutServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	bin := filepath.Join(t.TempDir(), "longjob")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	cmd := exec.CommandContext(ctx, bin)
+	cmd.Env = append(os.Environ(), "GODEBUG=fips140=only", "REDIS_URL=")
+	out, err := cmd.CombinedOutput()
+	t.Logf("output:\n%s", out)
+	if err == nil {
+		t.Fatal("the demo ran on the embedded miniredis in FIPS 140-only mode")
+	}
+	if strings.Contains(string(out), "panic") || !strings.Contains(string(out), "set REDIS_URL") {
+		t.Fatalf("want an error that says to set REDIS_URL, no panic")
+	}
+}

@@ -6,7 +6,9 @@ package exampleredis
 
 import (
 	"context"
+	"crypto/fips140"
 	"crypto/rand"
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -40,8 +42,12 @@ type Redis struct {
 	stop    func()
 }
 
+// errNeedsServer is why an example in FIPS 140 mode does not start the
+// embedded server.
+var errNeedsServer = errors.New("FIPS 140 mode: the embedded Redis (miniredis) hashes scripts with SHA-1, which this mode forbids; set REDIS_URL to a Redis server (tenure itself takes its scripts' hashes from the server)")
+
 // Start connects to REDIS_URL, checking it answers, or starts an embedded
-// server.
+// server (not in FIPS 140 mode: errNeedsServer).
 func Start(ctx context.Context) (*Redis, error) {
 	if url := os.Getenv("REDIS_URL"); url != "" {
 		opts, err := redis.ParseURL(url)
@@ -60,6 +66,11 @@ func Start(ctx context.Context) (*Redis, error) {
 			About:   fmt.Sprintf("using REDIS_URL (%s)", opts.Addr),
 			stop:    func() {},
 		}, nil
+	}
+	if fips140.Enabled() {
+		// miniredis hashes each script with SHA-1 itself, which FIPS 140
+		// mode forbids (in fips140=only, a panic); tenure does not.
+		return nil, errNeedsServer
 	}
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {
