@@ -305,7 +305,7 @@ func contractRetired(c contract) {
 // the same fence; Release takes back Count entries, 0 all of them; a lease
 // and another owner are refused.
 func contractReentrant(c contract) {
-	req := backend.Request{Name: "r", Token: "req1", TTL: time.Minute, Owner: "alice", Exclusive: true}
+	req := backend.Request{Name: "r", Token: "req1", TTL: time.Minute, Owner: "alice"}
 	first := c.mustAcquire(req)
 	if first.Count != 1 {
 		c.t.Fatalf("first entry: %+v", first)
@@ -353,7 +353,7 @@ func contractReentrant(c contract) {
 // An inner exit or a re-entry resent after a lost reply is not applied
 // twice: twice would free the name under its owner.
 func contractReentrantResent(c contract) {
-	req := backend.Request{Name: "r", Token: "req", TTL: time.Minute, Owner: "alice", Exclusive: true}
+	req := backend.Request{Name: "r", Token: "req", TTL: time.Minute, Owner: "alice"}
 	c.mustAcquire(req)
 	enter := req.Item()
 	enter.Op = "enter-1"
