@@ -217,7 +217,9 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 			}
 			return next(ctx, cmd)
 		case "after":
-			_ = next(ctx, cmd)
+			if err := next(ctx, cmd); err != nil {
+				return err // NOSCRIPT, say: not applied, and EVAL follows
+			}
 			cmd.SetErr(errLostReply)
 			return errLostReply
 		case "before":
@@ -228,29 +230,26 @@ func (f *faults) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	}
 }
 
-// script tells the command of one of tenure's scripts by its keys: the
-// number of keys, and a suffix of one of them.
-func script(nkeys int, suffix string) func(args []any) bool {
+// script tells the command of one of tenure's scripts by its keys: their
+// number, and a part of the last one.
+func script(nkeys int, part string) func(args []any) bool {
 	return func(args []any) bool {
-		if len(args) < 3 || fmt.Sprint(args[2]) != fmt.Sprint(nkeys) {
+		if len(args) < 3+nkeys || fmt.Sprint(args[2]) != fmt.Sprint(nkeys) {
 			return false
 		}
-		for _, a := range args[3 : 3+nkeys] {
-			if s, ok := a.(string); ok && strings.HasSuffix(s, suffix) {
-				return true
-			}
-			if p, ok := a.(*string); ok && strings.HasSuffix(*p, suffix) {
-				return true
-			}
+		last := args[2+nkeys]
+		if p, ok := last.(*string); ok {
+			last = *p
 		}
-		return false
+		s, _ := last.(string)
+		return strings.Contains(s, part)
 	}
 }
 
 var (
 	acquireCmd = script(5, ":queue:expiry") // acquire.lua
 	reenterCmd = script(3, ":fence")        // reenter.lua
-	releaseCmd = script(2, "")              // release.lua: a lease's or a reentrant lock's
+	releaseCmd = script(2, ":retired:")     // release.lua (renew.lua's second key is the fence)
 )
 
 func faultyClient(t *testing.T, srv *redistest.Server) (*redis.Client, *faults) {
@@ -330,6 +329,7 @@ func TestUnansweredEntriesAndExitsApplyOnce(t *testing.T) {
 			m := newManager(t, c)
 			k, k2 := reentrant.New(m), reentrant.New(m)
 			ctx := reentrant.WithOwner(context.Background(), "job")
+			warmUp(t, k, k2, ctx) // EVALSHA finds every script: a fault hits the script itself
 			outer, err := k.Lock(ctx, "n")
 			if err != nil {
 				t.Fatal(err)
@@ -363,6 +363,29 @@ func TestUnansweredEntriesAndExitsApplyOnce(t *testing.T) {
 				t.Fatalf("after the last Unlock: count %d left", count(t, raw, "n", "job"))
 			}
 		})
+	}
+}
+
+// warmUp makes the server load every script a Lock and an Unlock send,
+// on another name.
+func warmUp(t *testing.T, k, k2 *reentrant.Locker, ctx context.Context) {
+	t.Helper()
+	outer, err := k.Lock(ctx, "warm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var locks []*reentrant.Lock
+	for _, via := range []*reentrant.Locker{k, k2} {
+		lk, err := via.Lock(outer.Context(), "warm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		locks = append(locks, lk)
+	}
+	for _, lk := range append(locks, outer) {
+		if err := lk.Unlock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
