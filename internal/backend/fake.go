@@ -245,9 +245,9 @@ func (f *Fake) mark(name, id string, d time.Duration, count int64) {
 }
 
 // markEntry leaves the entry mark of a reentrant request id on name, which
-// left its owner's count at count.
-func (f *Fake) markEntry(name, id string, count int64) {
-	f.mark(name, id, retiredFor, count)
+// left its owner's count at count, for d.
+func (f *Fake) markEntry(name, id string, count int64, d time.Duration) {
+	f.mark(name, id, d, count)
 	m := f.retired[retiredKey{name, id}]
 	m.fence = f.fences[name]
 	f.retired[retiredKey{name, id}] = m
@@ -308,7 +308,7 @@ func (f *Fake) acquire(req Request, now time.Time) Acquisition {
 		k.extend(req.TTL)
 		f.keys[name] = k
 		f.forgetWaiter(name, req.Token)
-		f.markEntry(name, req.Token, k.count)
+		f.markEntry(name, req.Token, k.count, retiredFree(req.TTL))
 		return Acquisition{Acquired: true, Fence: f.fences[name], Count: k.count}
 	}
 	head := ""
@@ -350,7 +350,7 @@ func (f *Fake) take(req Request, now time.Time) Acquisition {
 	k := fakeKey{token: req.Token, expiry: now.Add(req.TTL)}
 	if req.Owner != "" {
 		k.token, k.count = req.Owner, 1
-		defer f.markEntry(req.Name, req.Token, 1)
+		defer f.markEntry(req.Name, req.Token, 1, retiredFree(req.TTL))
 	}
 	f.keys[req.Name] = k
 	return Acquisition{Acquired: true, Fence: fence, Count: 1}
@@ -461,7 +461,7 @@ func (f *Fake) Reenter(ctx context.Context, it Item) (int64, error) {
 	k.count++
 	k.extend(it.TTL)
 	f.keys[it.Name] = k
-	f.markEntry(it.Name, op, k.count)
+	f.markEntry(it.Name, op, k.count, retiredFor)
 	return k.count, nil
 }
 

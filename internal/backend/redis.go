@@ -123,7 +123,7 @@ func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 			args = append(args, req.Owner, ms(req.Queue))
 		}
 		if req.Owner != "" {
-			args = append(args, ms(retiredFor))
+			args = append(args, ms(retiredFree(req.TTL)))
 		}
 		return r.acquireAcked(ctx, acquireScript, req, keys, args)
 	}
@@ -136,8 +136,9 @@ func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 		a = append(a, req.Owner, ms(req.Queue))
 	}
 	if req.Owner != "" {
-		// How long the entry mark lives (acquire.lua's ARGV[5]).
-		a = append(a, ms(retiredFor))
+		// How long the entry mark lives (acquire.lua's ARGV[5]): no longer
+		// than the TTL, as the hold it entered may be forgotten (S6).
+		a = append(a, ms(retiredFree(req.TTL)))
 	}
 	res, err := acquisition(acquireScript.send(ctx, r.client, a))
 	r.reloadIfUnreachable(ctx, err)

@@ -19,7 +19,9 @@
 --          without another attempt; absent or '0' for a barging acquire,
 --          which joins no queue but still waits behind a queue that exists
 -- ARGV[5]  for a reentrant lock: how long, in milliseconds, KEYS[3]
---          remembers an entry this request made (entry_mark(), below)
+--          remembers an entry this request made (entry_mark(), below): no
+--          longer than the TTL, so that the mark never outlives the hold
+--          by more than a TTL (S6)
 --
 -- Returns  fence, an integer, when the name is now held by a lease with
 --                    token ARGV[1] (also when it was already, as below): the
