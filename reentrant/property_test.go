@@ -34,47 +34,10 @@ func TestNeverFreeWhileLocked(t *testing.T) {
 	raw := srv.Client(t)
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d (-reentrant.property=%v)", seed, *propertyFor)
-	var lockers []*reentrant.Locker
-	var managers []*lease.Manager
-	for i := 0; i < 2; i++ {
-		c := srv.Client(t)
-		ch := &chaos{rng: rand.New(rand.NewPCG(seed, uint64(i))), seen: map[string]bool{}, finals: map[string]bool{}, done: map[string]int{}}
-		c.AddHook(ch)
-		t.Cleanup(func() { ch.mu.Lock(); t.Logf("faults of client %d: %v", i, ch.done); ch.mu.Unlock() })
-		m := newManager(t, c, lease.WithTTL(5*time.Second), lease.WithOpTimeout(2*time.Second))
-		managers = append(managers, m)
-		lockers = append(lockers, reentrant.New(m), reentrant.New(m))
-	}
+	managers, lockers := chaosLockers(t, srv, seed)
 	names := []string{"p0", "p1"}
 	live := &liveLocks{locks: map[*reentrant.Lock]struct{}{}}
-
-	stop := make(chan struct{})
-	var checked atomic.Int64
-	checkerDone := make(chan struct{})
-	go func() {
-		defer close(checkerDone)
-		for {
-			select {
-			case <-stop:
-				return
-			default:
-			}
-			read := false
-			for _, name := range names {
-				lk, r := live.freeUnder(raw, name)
-				if lk != nil {
-					t.Errorf("%q is free on the server while a Lock of it is live (owner %s)", name, lk.Owner())
-				}
-				if r {
-					read = true
-					checked.Add(1)
-				}
-			}
-			if !read {
-				time.Sleep(100 * time.Microsecond) // no Lock live: nothing to check
-			}
-		}
-	}()
+	stopChecking := checkAllAlong(t, raw, names, live)
 
 	var wg sync.WaitGroup
 	deadline := time.Now().Add(*propertyFor)
@@ -91,8 +54,7 @@ func TestNeverFreeWhileLocked(t *testing.T) {
 	for _, lk := range live.takeAll() {
 		unlock(t, lk)
 	}
-	close(stop)
-	<-checkerDone
+	checked := stopChecking()
 	for _, m := range managers {
 		_ = m.Close() // waits for the take-backs and resends under way
 	}
@@ -101,7 +63,61 @@ func TestNeverFreeWhileLocked(t *testing.T) {
 			t.Errorf("%q is still held after its last Unlock: %v", name, raw.HGetAll(context.Background(), "tenure:{"+name+"}").Val())
 		}
 	}
-	t.Logf("%d Locks, %d checks", live.made.Load(), checked.Load())
+	t.Logf("%d Locks, %d checks", live.made.Load(), checked)
+}
+
+// chaosLockers returns two Managers whose clients misbehave at random
+// (chaos), and two Lockers on each.
+func chaosLockers(t *testing.T, srv *redistest.Server, seed uint64) ([]*lease.Manager, []*reentrant.Locker) {
+	var managers []*lease.Manager
+	var lockers []*reentrant.Locker
+	for i := 0; i < 2; i++ {
+		c := srv.Client(t)
+		ch := &chaos{rng: rand.New(rand.NewPCG(seed, uint64(i))), seen: map[string]bool{}, finals: map[string]bool{}, done: map[string]int{}}
+		c.AddHook(ch)
+		t.Cleanup(func() { ch.mu.Lock(); t.Logf("faults of client %d: %v", i, ch.done); ch.mu.Unlock() })
+		m := newManager(t, c, lease.WithTTL(5*time.Second), lease.WithOpTimeout(2*time.Second))
+		managers = append(managers, m)
+		lockers = append(lockers, reentrant.New(m), reentrant.New(m))
+	}
+	return managers, lockers
+}
+
+// checkAllAlong reads the server until the returned function is called,
+// which returns how many reads found a Lock live; a name free while a Lock
+// of it is live fails the test.
+func checkAllAlong(t *testing.T, raw *redis.Client, names []string, live *liveLocks) func() int64 {
+	stop, done := make(chan struct{}), make(chan struct{})
+	var checked atomic.Int64
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			read := false
+			for _, name := range names {
+				lk, r := live.freeUnder(raw, name)
+				if lk != nil {
+					t.Errorf("%q is free on the server while a Lock of it is live (owner %s)", name, lk.Owner())
+				}
+				read = read || r
+				if r {
+					checked.Add(1)
+				}
+			}
+			if !read {
+				time.Sleep(100 * time.Microsecond) // no Lock live: nothing to check
+			}
+		}
+	}()
+	return func() int64 {
+		close(stop)
+		<-done
+		return checked.Load()
+	}
 }
 
 // step makes one random Lock or Unlock.
