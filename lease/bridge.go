@@ -176,9 +176,10 @@ func (l *Lease) exit(ctx context.Context) error {
 		l.takenOver(err)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
-		// The exit is the lease's already (its depth went down): it is sent
-		// again, under the same op, until answered. Its marker makes a copy
-		// of an exit that was applied do nothing.
+		// The exit is counted already (the depth went down): it is sent
+		// once more in the background, under the same op, so that one lost
+		// on its way still lands; release.lua's marker makes the copy of an
+		// exit that was applied do nothing.
 		if unsettled(err) {
 			l.m.bg.spawn(func() { l.m.cleanUp("resending an unanswered exit", l.name, l.m.releaseOp(item)) })
 		}
