@@ -104,7 +104,7 @@ func (m *Manager) acquireCounted(ctx context.Context, name string, opts []Acquir
 	if err := m.supports(a); err != nil {
 		return nil, err
 	}
-	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Exclusive: a.exclusive, Limit: a.limit, Resize: a.resize, Permits: a.permits}
+	req := backend.Request{Name: name, TTL: a.ttl, Owner: a.owner, Limit: a.limit, Resize: a.resize, Permits: a.permits}
 	if !wait {
 		return m.tryOnce(ctx, req, a, attempts)
 	}
@@ -593,7 +593,7 @@ func (m *Manager) failedSend(ctx context.Context, req backend.Request, err error
 // watchdog, unless the manager closed meanwhile.
 func (m *Manager) hold(ctx context.Context, req backend.Request, a acquireConfig, res backend.Acquisition, sent time.Time) (*Lease, error) {
 	l := &Lease{m: m, name: req.Name, token: req.Token, fence: res.Fence, explicitInterval: a.interval > 0,
-		owner: req.Owner, exclusive: req.Exclusive, permit: req.Limit > 0, permits: req.Permits, depth: 1}
+		owner: req.Owner, permit: req.Limit > 0, permits: req.Permits, depth: 1}
 	if broken { // tenure_broken builds only: broken_on.go
 		l.fence = breakFence(req.Name, l.fence)
 	}
@@ -632,15 +632,14 @@ func (m *Manager) holdsLease(req backend.Request) bool {
 }
 
 // requestItem is what to release to undo a successful request nobody will
-// use: for a reentrant lock, the one entry it added (all of them when the
-// owner is the request's alone).
+// use: for a reentrant lock, the one entry it added, never the owner's
+// whole count: an owner, even a fresh one, may have gone out in a context
+// (reentrant.Lock.Context) and been entered by others meanwhile.
 func (m *Manager) requestItem(req backend.Request, res backend.Acquisition) backend.Item {
 	it := req.Item()
 	if it.Reentrant {
 		it.Op = req.Token
-		if !req.Exclusive {
-			it.Count = 1
-		}
+		it.Count = 1
 	}
 	return it
 }

@@ -18,11 +18,11 @@ import (
 // lease they need.
 func init() {
 	bridge.Set(bridge.Bridge[*Manager, *Lease, AcquireOption]{
-		Acquire: func(ctx context.Context, m *Manager, name, owner string, exclusive, wait bool, opts []AcquireOption) (*Lease, error) {
+		Acquire: func(ctx context.Context, m *Manager, name, owner string, wait bool, opts []AcquireOption) (*Lease, error) {
 			if owner == "" {
 				return nil, fmt.Errorf("%w: empty owner", ErrInvalidOption)
 			}
-			return m.acquire(ctx, name, opts, wait, holding{owner: owner, exclusive: exclusive})
+			return m.acquire(ctx, name, opts, wait, holding{owner: owner})
 		},
 		Permit: func(ctx context.Context, m *Manager, name string, n, k int, wait bool, opts []AcquireOption) (*Lease, error) {
 			if n < 1 {
@@ -119,15 +119,23 @@ func (l *Lease) enter(ctx context.Context) (int64, error) {
 	item.TTL = l.entry.TTL()
 	item.Op = newToken()
 	var n int64
-	err, _ := l.m.detach(ctx, func(ctx context.Context) (err error) {
+	err, left := l.m.detach(ctx, func(ctx context.Context) (err error) {
 		n, err = l.m.be.Reenter(ctx, item)
 		return err
-	}, nil)
+	}, func(err error) {
+		// The caller left: an entry made now is nobody's.
+		if err == nil || unsettled(err) {
+			l.m.bg.child(func() { l.m.takeBack(item) })
+		}
+	})
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
 		l.takenOver(err)
 		return 0, fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
+		if !left && unsettled(err) {
+			l.m.bg.spawn(func() { l.m.takeBack(item) })
+		}
 		return 0, fmt.Errorf("lease: enter %q again: %w", l.name, err)
 	}
 	l.mu.Lock()
@@ -149,15 +157,49 @@ func (l *Lease) exit(ctx context.Context) error {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(err))
 	}
 	item := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Count: 1, Op: newToken()}
-	err, _ := l.m.releaseItem(ctx, item)
+	var err error
+	if l.m.direct(ctx) {
+		err = l.m.releaseNow(ctx, item)
+	} else {
+		var left bool
+		err, left = l.m.detach(ctx, l.m.releaseOp(item), func(err error) {
+			if unsettled(err) {
+				l.m.bg.child(func() { l.m.cleanUp("resending an unanswered exit", l.name, l.m.releaseOp(item)) })
+			}
+		})
+		if left {
+			return fmt.Errorf("lease: exit %q: %w (it goes on in the background)", l.name, err)
+		}
+	}
 	switch {
 	case errors.Is(err, backend.ErrNotHeld):
 		l.takenOver(err)
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(l.Err()))
 	case err != nil:
+		// The exit is counted already (the depth went down): it is sent
+		// once more in the background, under the same op, so that one lost
+		// on its way still lands; release.lua's marker makes the copy of an
+		// exit that was applied do nothing.
+		if unsettled(err) {
+			l.m.bg.spawn(func() { l.m.cleanUp("resending an unanswered exit", l.name, l.m.releaseOp(item)) })
+		}
 		return fmt.Errorf("lease: exit %q: %w", l.name, err)
 	}
 	return nil
+}
+
+// unsettled reports whether err leaves it unknown if a reentrant entry or
+// exit was applied.
+func unsettled(err error) bool {
+	return err != nil && !errors.Is(err, backend.ErrNotHeld) && backend.MaybeApplied(err)
+}
+
+// takeBack takes back a re-entry (item, under its op) whose outcome is
+// unknown or that nobody will use: abandon.lua undoes its one entry if its
+// mark says it was applied, and refuses it should it still come.
+func (m *Manager) takeBack(item backend.Item) {
+	req := backend.Request{Name: item.Name, Token: item.Op, TTL: item.TTL, Owner: item.Token}
+	m.cleanUp("taking back an unanswered re-entry", item.Name, m.abandonOp(req))
 }
 
 // takenOver loses the lease because a round trip of its own found it gone.

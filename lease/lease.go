@@ -31,7 +31,6 @@ type Lease struct {
 	// Together, so that a Lease fits the 192-byte size class: a process
 	// may hold a million of them.
 	explicitInterval bool
-	exclusive        bool // the owner is this lease's alone
 	permit           bool // a semaphore's permit (package semaphore)
 	permits          int  // how many permits it holds, k (0 means 1)
 
@@ -311,8 +310,12 @@ func (l *Lease) release(ctx context.Context) error {
 }
 
 // item names the lease for the backend, to release it: a reentrant lock
-// takes back its entries, or the owner's whole count when the owner is the
-// lease's alone (whatever timed-out entries may have added).
+// takes back its own entries and no more. The owner's count may hold
+// others' entries even when the owner was made fresh for this lease: the
+// owner goes out in contexts (reentrant.Lock.Context), and whoever locks
+// under one enters the same count. Every entry and exit is applied once
+// (the entry marks of acquire.lua and reenter.lua, the release markers,
+// the take-backs of abandon.lua), so the lease's depth is its share.
 func (l *Lease) item() backend.Item {
 	ttl := l.entry.TTL()
 	switch {
@@ -322,11 +325,9 @@ func (l *Lease) item() backend.Item {
 		return backend.Item{Name: l.name, Token: l.token, TTL: ttl}
 	}
 	it := backend.Item{Name: l.name, Token: l.owner, TTL: ttl, Reentrant: true, Op: l.token}
-	if !l.exclusive {
-		l.mu.Lock()
-		it.Count = int(l.depth)
-		l.mu.Unlock()
-	}
+	l.mu.Lock()
+	it.Count = int(l.depth)
+	l.mu.Unlock()
 	return it
 }
 

@@ -88,10 +88,9 @@ type acquireConfig struct {
 // holding says what kind of hold an acquisition makes: a lease (the zero
 // value), a reentrant lock or a semaphore's permit.
 type holding struct {
-	owner     string // a reentrant lock's owner; "" otherwise
-	exclusive bool   // owner is fresh: no other acquisition shares it
-	limit     int    // a semaphore's permits; 0 otherwise
-	permits   int    // how many of them the request takes at once (k); 0 means 1
+	owner   string // a reentrant lock's owner; "" otherwise
+	limit   int    // a semaphore's permits; 0 otherwise
+	permits int    // how many of them the request takes at once (k); 0 means 1
 }
 
 func defaultConfig() config {

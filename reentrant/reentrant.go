@@ -118,7 +118,7 @@ func (k *Locker) lock(ctx context.Context, name string, opts []lease.AcquireOpti
 	} else {
 		owner = newOwner()
 	}
-	l, err := inside.Acquire(ctx, k.m, name, owner, !shared, wait, opts)
+	l, err := inside.Acquire(ctx, k.m, name, owner, wait, opts)
 	if err != nil {
 		return nil, err
 	}

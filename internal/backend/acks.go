@@ -109,8 +109,10 @@ func (r *Redis) acquireAcked(ctx context.Context, s *Script, req Request, keys [
 	// a lease. Take back what this request added.
 	ae := &AckError{Want: int64(r.acks), Got: got, Err: werr}
 	it := req.Item()
-	if it.Reentrant && !req.Exclusive {
-		it.Count = 1
+	if it.Reentrant {
+		// The one entry it made, under its entry mark's id, so that a
+		// late copy of the request is refused after.
+		it.Count, it.Op = 1, req.Token
 	}
 	errs := make([]error, 1)
 	r.Release(ctx, []Item{it}, errs)

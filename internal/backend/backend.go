@@ -39,9 +39,6 @@ type Request struct {
 	// key is a hash of owner -> count, and an owner that holds it enters
 	// again instead of waiting.
 	Owner string
-	// Exclusive says that Owner is this attempt's alone (a fresh random
-	// owner), so Abandon may delete whatever count it has.
-	Exclusive bool
 	// Limit, when positive, makes the attempt one for a permit of a
 	// semaphore of Limit permits: the name's key is a set of permits, and
 	// the attempt takes one while fewer than Limit are held. Owner must be

@@ -47,6 +47,7 @@ func runContract(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"RetiredTokensAreRefused", contractRetired},
 		{"ReentrantCounts", contractReentrant},
 		{"ReentrantResentExitAndEntry", contractReentrantResent},
+		{"ReentrantEntriesOnce", contractReentrantEntriesOnce},
 		{"ExpiryFreesTheName", contractExpiry},
 		{"FairQueue", contractFair},
 		{"FairAbandonLeavesTheQueue", contractFairAbandon},
@@ -305,7 +306,7 @@ func contractRetired(c contract) {
 // the same fence; Release takes back Count entries, 0 all of them; a lease
 // and another owner are refused.
 func contractReentrant(c contract) {
-	req := backend.Request{Name: "r", Token: "req1", TTL: time.Minute, Owner: "alice", Exclusive: true}
+	req := backend.Request{Name: "r", Token: "req1", TTL: time.Minute, Owner: "alice"}
 	first := c.mustAcquire(req)
 	if first.Count != 1 {
 		c.t.Fatalf("first entry: %+v", first)
@@ -353,7 +354,7 @@ func contractReentrant(c contract) {
 // An inner exit or a re-entry resent after a lost reply is not applied
 // twice: twice would free the name under its owner.
 func contractReentrantResent(c contract) {
-	req := backend.Request{Name: "r", Token: "req", TTL: time.Minute, Owner: "alice", Exclusive: true}
+	req := backend.Request{Name: "r", Token: "req", TTL: time.Minute, Owner: "alice"}
 	c.mustAcquire(req)
 	enter := req.Item()
 	enter.Op = "enter-1"
@@ -371,6 +372,56 @@ func contractReentrantResent(c contract) {
 	}
 	if !c.held(req.Item()) {
 		c.t.Fatal("a resent inner exit freed the name")
+	}
+}
+
+// contractReentrantEntriesOnce: a reentrant request that entered is
+// answered as the first time when resent, and Abandon takes back exactly
+// its one entry; a re-entry taken back before it comes is refused.
+func contractReentrantEntriesOnce(c contract) {
+	first := backend.Request{Name: "s", Token: "t1", TTL: time.Minute, Owner: "job"}
+	second := first
+	second.Token = "t2"
+	a1 := c.mustAcquire(first)
+	for range 2 {
+		if a := c.acquire(second); !a.Acquired || a.Count != 2 || a.Fence != a1.Fence {
+			c.t.Fatalf("entering again (and its copy): %+v, want count 2", a)
+		}
+	}
+	if a := c.acquire(first); !a.Acquired || a.Count != 1 {
+		c.t.Fatalf("a copy of the first acquire: %+v, want its first answer", a)
+	}
+	for range 2 {
+		if err := c.be.Abandon(c.ctx, second); err != nil {
+			c.t.Fatal(err)
+		}
+	}
+	if a := c.acquire(second); a.Acquired || !a.Retired {
+		c.t.Fatalf("a copy after the abandon: %+v, want Retired", a)
+	}
+	in := first.Item()
+	in.Op = "op1"
+	if n, err := c.be.Reenter(c.ctx, in); err != nil || n != 2 {
+		c.t.Fatalf("reenter after the abandon: %d %v, want 2", n, err)
+	}
+	if err := c.be.Abandon(c.ctx, backend.Request{Name: "s", Token: "op1", TTL: time.Minute, Owner: "job"}); err != nil {
+		c.t.Fatal(err)
+	}
+	early := in
+	early.Op = "op2"
+	if err := c.be.Abandon(c.ctx, backend.Request{Name: "s", Token: "op2", TTL: time.Minute, Owner: "job"}); err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := c.be.Reenter(c.ctx, early); !errors.Is(err, backend.ErrNotHeld) {
+		c.t.Fatalf("a re-entry after its take-back: %v, want ErrNotHeld", err)
+	}
+	last := first.Item()
+	last.Count, last.Op = 1, "t1" // one entry left: its release frees the name
+	if err := c.release(last)[0]; err != nil || c.held(first.Item()) {
+		c.t.Fatalf("release of the one entry left: %v, held %v", err, c.held(first.Item()))
+	}
+	if a := c.acquire(first); a.Acquired {
+		c.t.Fatalf("a copy of the first acquire after its release: %+v", a)
 	}
 }
 

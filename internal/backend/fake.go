@@ -78,7 +78,10 @@ type retiredKey struct{ name, id string }
 
 type retiredMark struct {
 	until time.Time
-	count int64 // a re-entry's answer, for its resent copies
+	// An entry mark's (acquire.lua, reenter.lua): the owner's count after
+	// the entry, for resent copies, and the fence of the hold entered, for
+	// Abandon. 0 for the marker of a release or an abandon.
+	count, fence int64
 }
 
 // NewFake returns an empty Fake, whose calls to a hung server wait for
@@ -241,6 +244,26 @@ func (f *Fake) mark(name, id string, d time.Duration, count int64) {
 	f.retired[retiredKey{name, id}] = retiredMark{until: time.Now().Add(d), count: count}
 }
 
+// markEntry leaves the entry mark of a reentrant request id on name, which
+// left its owner's count at count, for d.
+func (f *Fake) markEntry(name, id string, count int64, d time.Duration) {
+	f.mark(name, id, d, count)
+	m := f.retired[retiredKey{name, id}]
+	m.fence = f.fences[name]
+	f.retired[retiredKey{name, id}] = m
+}
+
+// entered returns the count a reentrant request id left, when its entry
+// mark says it entered the hold of the name's current fence and owner
+// holds that hold still.
+func (f *Fake) entered(name, id, owner string, m retiredMark) (int64, bool) {
+	k, held := f.get(name)
+	if m.count == 0 || m.fence != f.fences[name] || !held || k.set != nil || k.count == 0 || k.token != owner {
+		return 0, false
+	}
+	return m.count, true
+}
+
 // marked returns the live marker of id on name.
 func (f *Fake) marked(name, id string) (retiredMark, bool) {
 	k := retiredKey{name, id}
@@ -271,7 +294,10 @@ func (f *Fake) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 // acquire is acquire.lua: a lease or a reentrant lock, barging or fair.
 func (f *Fake) acquire(req Request, now time.Time) Acquisition {
 	name := req.Name
-	if _, ok := f.marked(name, req.Token); ok {
+	if m, ok := f.marked(name, req.Token); ok {
+		if n, ok := f.entered(name, req.Token, req.Owner, m); ok && req.Owner != "" {
+			return Acquisition{Acquired: true, Fence: m.fence, Count: n} // a resent copy
+		}
 		return Acquisition{Retired: true, HolderTTL: -1}
 	}
 	k, held := f.get(name)
@@ -282,6 +308,7 @@ func (f *Fake) acquire(req Request, now time.Time) Acquisition {
 		k.extend(req.TTL)
 		f.keys[name] = k
 		f.forgetWaiter(name, req.Token)
+		f.markEntry(name, req.Token, k.count, retiredFree(req.TTL))
 		return Acquisition{Acquired: true, Fence: f.fences[name], Count: k.count}
 	}
 	head := ""
@@ -323,6 +350,7 @@ func (f *Fake) take(req Request, now time.Time) Acquisition {
 	k := fakeKey{token: req.Token, expiry: now.Add(req.TTL)}
 	if req.Owner != "" {
 		k.token, k.count = req.Owner, 1
+		defer f.markEntry(req.Name, req.Token, 1, retiredFree(req.TTL))
 	}
 	f.keys[req.Name] = k
 	return Acquisition{Acquired: true, Fence: fence, Count: 1}
@@ -374,6 +402,8 @@ func (f *Fake) Abandon(ctx context.Context, req Request) error {
 	}
 	defer f.mu.Unlock()
 	name := req.Name
+	m, marked := f.marked(name, req.Token)
+	_, entered := f.entered(name, req.Token, req.Owner, m)
 	f.mark(name, req.Token, req.TTL, 0)
 	f.forgetWaiter(name, req.Token)
 	k, ok := f.get(name)
@@ -384,9 +414,16 @@ func (f *Fake) Abandon(ctx context.Context, req Request) error {
 			delete(k.set.permits, req.Token)
 			f.settle(name, k, time.Now())
 		}
-	case req.Owner == "" && k.heldBy(req.Item()),
-		req.Owner != "" && req.Exclusive && k.heldBy(req.Item()):
+	case req.Owner == "" && k.heldBy(req.Item()):
 		delete(f.keys, name)
+	case req.Owner != "" && marked && entered:
+		// The one entry the request made (its entry mark says so), in
+		// the hold it entered.
+		if k.count--; k.count == 0 {
+			delete(f.keys, name)
+		} else {
+			f.keys[name] = k
+		}
 	}
 	return nil
 }
@@ -412,6 +449,9 @@ func (f *Fake) Reenter(ctx context.Context, it Item) (int64, error) {
 	defer f.mu.Unlock()
 	op := it.op()
 	if m, ok := f.marked(it.Name, op); ok {
+		if m.count == 0 {
+			return 0, ErrNotHeld // taken back before it arrived
+		}
 		return m.count, nil
 	}
 	k, ok := f.get(it.Name)
@@ -421,7 +461,7 @@ func (f *Fake) Reenter(ctx context.Context, it Item) (int64, error) {
 	k.count++
 	k.extend(it.TTL)
 	f.keys[it.Name] = k
-	f.mark(it.Name, op, retiredFor, k.count)
+	f.markEntry(it.Name, op, k.count, retiredFor)
 	return k.count, nil
 }
 
@@ -444,8 +484,8 @@ func (f *Fake) Release(ctx context.Context, items []Item, errs []error) {
 
 func (f *Fake) release(it Item) error {
 	op := it.op()
-	if _, ok := f.marked(it.Name, op); ok {
-		return nil
+	if m, ok := f.marked(it.Name, op); ok && m.count == 0 {
+		return nil // a release's, not an acquire's entry mark
 	}
 	k, ok := f.get(it.Name)
 	if !ok || !k.heldBy(it) {

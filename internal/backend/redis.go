@@ -122,11 +122,23 @@ func (r *Redis) Acquire(ctx context.Context, req Request) (Acquisition, error) {
 		if full {
 			args = append(args, req.Owner, ms(req.Queue))
 		}
+		if req.Owner != "" {
+			args = append(args, ms(retiredFree(req.TTL)))
+		}
 		return r.acquireAcked(ctx, acquireScript, req, keys, args)
 	}
-	a := append(acquireScript.call(keys, 4), req.Token, ttl)
+	n := 4
+	if req.Owner != "" {
+		n = 5 // a plain lease's slice keeps its size class
+	}
+	a := append(acquireScript.call(keys, n), req.Token, ttl)
 	if full {
 		a = append(a, req.Owner, ms(req.Queue))
+	}
+	if req.Owner != "" {
+		// How long the entry mark lives (acquire.lua's ARGV[5]): no longer
+		// than the TTL, as the hold it entered may be forgotten (S6).
+		a = append(a, ms(retiredFree(req.TTL)))
 	}
 	res, err := acquisition(acquireScript.send(ctx, r.client, a))
 	r.reloadIfUnreachable(ctx, err)
@@ -210,11 +222,10 @@ func acquisition(cmd *redis.Cmd) (Acquisition, error) {
 func (r *Redis) Abandon(ctx context.Context, req Request) error {
 	n := req.Name
 	keys := []string{r.layout.Lease(n), r.layout.Retired(n, req.Token), r.layout.Queue(n), r.layout.QueueExpiry(n)}
-	excl := "0"
-	if req.Exclusive {
-		excl = "1"
+	args := []any{req.Token, r.layout.Channel(n), ms(req.TTL), req.Owner}
+	if req.Owner != "" {
+		keys = append(keys, r.layout.Fence(n))
 	}
-	args := []any{req.Token, r.layout.Channel(n), ms(req.TTL), req.Owner, excl}
 	if req.Limit > 0 {
 		keys = append(keys, r.layout.Permits(n))
 		args = append(args, "z")

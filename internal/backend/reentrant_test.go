@@ -15,7 +15,7 @@ func TestReentrantScripts(t *testing.T) {
 	raw := srv.Client(t)
 	be := backend.NewRedis(srv.Client(t), "p:")
 	ctx := context.Background()
-	req := backend.Request{Name: "r", Token: "req1", TTL: time.Minute, Owner: "alice", Exclusive: true}
+	req := backend.Request{Name: "r", Token: "req1", TTL: time.Minute, Owner: "alice"}
 
 	first, err := be.Acquire(ctx, req)
 	if err != nil || !first.Acquired || first.Count != 1 {
@@ -91,8 +91,8 @@ func TestReentrantAbandon(t *testing.T) {
 	raw := srv.Client(t)
 	be := backend.NewRedis(srv.Client(t), "p:")
 	ctx := context.Background()
-	// An exclusive owner's count is the abandoned request's: deleted.
-	excl := backend.Request{Name: "a", Token: "t1", TTL: time.Minute, Owner: "fresh", Exclusive: true}
+	// A request that took the free name: its one entry is taken back.
+	excl := backend.Request{Name: "a", Token: "t1", TTL: time.Minute, Owner: "fresh"}
 	if _, err := be.Acquire(ctx, excl); err != nil {
 		t.Fatal(err)
 	}
@@ -100,10 +100,10 @@ func TestReentrantAbandon(t *testing.T) {
 		t.Fatal(err)
 	}
 	if raw.Exists(ctx, "p:{a}").Val() != 0 {
-		t.Fatal("abandon left an exclusive owner's lock")
+		t.Fatal("abandon left the entry of the request that took the name")
 	}
-	// A shared owner's count cannot be told apart: left alone, but a late
-	// copy of the request is refused, re-entry included.
+	// One that was never applied changes nothing, and a late copy of it is
+	// refused, re-entry included.
 	shared := backend.Request{Name: "b", Token: "t2", TTL: time.Minute, Owner: "job"}
 	if _, err := be.Acquire(ctx, shared); err != nil {
 		t.Fatal(err)
@@ -118,6 +118,100 @@ func TestReentrantAbandon(t *testing.T) {
 	}
 	if raw.HGet(ctx, "p:{b}", "job").Val() != "1" {
 		t.Fatal("abandon or its late copy changed a shared owner's count")
+	}
+}
+
+// TestReentrantEntriesOnce: every entry is applied once, whatever is
+// resent or taken back (issue 47, item 2). A copy of an acquire that
+// entered again, resent as go-redis resends after a lost reply, gets the
+// first answer; abandon.lua takes back exactly the one entry an applied
+// acquire or re-entry of a shared owner made; a re-entry taken back before
+// it arrives is refused.
+func TestReentrantEntriesOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	be := backend.NewRedis(srv.Client(t), "p:")
+	ctx := context.Background()
+	count := func() string { return raw.HGet(ctx, "p:{s}", "job").Val() }
+	first := backend.Request{Name: "s", Token: "t1", TTL: time.Minute, Owner: "job"}
+	second := first
+	second.Token = "t2"
+	a1, err := be.Acquire(ctx, first)
+	if err != nil || a1.Count != 1 {
+		t.Fatalf("first: %+v %v", a1, err)
+	}
+	for i := 0; i < 2; i++ { // the request, then its resent copy
+		if a, err := be.Acquire(ctx, second); err != nil || a.Count != 2 || a.Fence != a1.Fence {
+			t.Fatalf("entering again, send %d: %+v %v", i+1, a, err)
+		}
+	}
+	if a, err := be.Acquire(ctx, first); err != nil || a.Count != 1 || count() != "2" {
+		t.Fatalf("a resent copy of the first acquire: %+v %v, count %s, want 2", a, err, count())
+	}
+	// Taking back the second acquire, twice, takes one entry.
+	for i := 0; i < 2; i++ {
+		if err := be.Abandon(ctx, second); err != nil || count() != "1" {
+			t.Fatalf("abandon %d: %v, count %s, want 1", i+1, err, count())
+		}
+	}
+	if a, err := be.Acquire(ctx, second); err != nil || a.Acquired || !a.Retired || count() != "1" {
+		t.Fatalf("a copy after the abandon: %+v %v, count %s", a, err, count())
+	}
+	// A re-entry applied and taken back; one taken back before it comes.
+	in := backend.Item{Name: "s", Token: "job", TTL: time.Minute, Reentrant: true, Op: "op1"}
+	if n, err := be.Reenter(ctx, in); err != nil || n != 2 {
+		t.Fatalf("reenter: %d %v", n, err)
+	}
+	if n, err := be.Reenter(ctx, in); err != nil || n != 2 || count() != "2" {
+		t.Fatalf("a resent reenter: %d %v, count %s", n, err, count())
+	}
+	if err := be.Abandon(ctx, backend.Request{Name: "s", Token: "op1", TTL: time.Minute, Owner: "job"}); err != nil || count() != "1" {
+		t.Fatalf("taking back an applied re-entry: %v, count %s, want 1", err, count())
+	}
+	early := in
+	early.Op = "op2"
+	if err := be.Abandon(ctx, backend.Request{Name: "s", Token: "op2", TTL: time.Minute, Owner: "job"}); err != nil || count() != "1" {
+		t.Fatalf("taking back a re-entry not yet come: %v, count %s", err, count())
+	}
+	if _, err := be.Reenter(ctx, early); !errors.Is(err, backend.ErrNotHeld) || count() != "1" {
+		t.Fatalf("a re-entry after its take-back: %v, count %s, want ErrNotHeld and 1", err, count())
+	}
+	// The first acquire's own release (its op is the acquire's token)
+	// takes its entry, and a late copy of that acquire is refused then.
+	errs := make([]error, 1)
+	be.Release(ctx, []backend.Item{{Name: "s", Token: "job", TTL: time.Minute, Reentrant: true, Count: 1, Op: "t1"}}, errs)
+	if errs[0] != nil || raw.Exists(ctx, "p:{s}").Val() != 0 {
+		t.Fatalf("release: %v, count %s", errs[0], count())
+	}
+	if a, err := be.Acquire(ctx, first); err != nil || a.Acquired {
+		t.Fatalf("a copy of the first acquire after its release: %+v %v", a, err)
+	}
+}
+
+// TestReentrantTakeBackAfterLoss: abandon.lua takes an entry back only from
+// the hold the request entered. Once that hold is gone and the owner holds
+// the name anew (another fence), the request's entry went with the old
+// hold: nothing is taken.
+func TestReentrantTakeBackAfterLoss(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	be := backend.NewRedis(srv.Client(t), "p:")
+	ctx := context.Background()
+	req := backend.Request{Name: "l", Token: "t1", TTL: time.Minute, Owner: "job"}
+	if _, err := be.Acquire(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	raw.Del(ctx, "p:{l}") // lost with the server's data, say
+	anew := req
+	anew.Token = "t2"
+	if a, err := be.Acquire(ctx, anew); err != nil || !a.Acquired || a.Count != 1 {
+		t.Fatalf("anew: %+v %v", a, err)
+	}
+	if err := be.Abandon(ctx, req); err != nil {
+		t.Fatal(err)
+	}
+	if got := raw.HGet(ctx, "p:{l}", "job").Val(); got != "1" {
+		t.Fatalf("abandon of the old hold's request took from the new hold: count %q, want 1", got)
 	}
 }
 

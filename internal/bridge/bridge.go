@@ -22,9 +22,8 @@ import (
 // is *lease.Manager, L *lease.Lease, O lease.AcquireOption.
 type Bridge[M, L, O any] struct {
 	// Acquire acquires name on manager m as a reentrant lock held by owner,
-	// waiting (as Acquire) or not (as TryAcquire). exclusive says that no
-	// other acquisition shares owner.
-	Acquire func(ctx context.Context, m M, name, owner string, exclusive, wait bool, opts []O) (L, error)
+	// waiting (as Acquire) or not (as TryAcquire).
+	Acquire func(ctx context.Context, m M, name, owner string, wait bool, opts []O) (L, error)
 	// Enter adds an entry to a held reentrant lock and returns the owner's
 	// count on the server.
 	Enter func(ctx context.Context, l L) (int64, error)

@@ -89,9 +89,10 @@ func (l Layout) Channel(name string) string { return l.base(name) + ":released" 
 // that a copy of it arriving later is answered as the first was and not
 // applied twice. id is the token of an acquire its sender gave up
 // (abandon.lua; acquire.lua then refuses the acquire, and the marker lives
-// the acquire's TTL), or the id of a release or re-entry the server applied
-// (release.lua, reenter.lua: it lives RetiredFor, or RetiredFree(ttl) after
-// a release that freed the name).
+// the acquire's TTL), or the id of a release or a reentrant entry the server
+// applied (release.lua; acquire.lua and reenter.lua leave an entry mark
+// that abandon.lua can take back: it lives RetiredFor, or RetiredFree(ttl)
+// after a release that freed the name).
 func (l Layout) Retired(name, id string) string { return l.base(name) + retired + id }
 
 // Queue is the name's fair queue, P{N}:queue: a sorted set of waiting tokens

@@ -18,6 +18,10 @@
 -- ARGV[4]  fair mode: how long, in milliseconds, the queue keeps this token
 --          without another attempt; absent or '0' for a barging acquire,
 --          which joins no queue but still waits behind a queue that exists
+-- ARGV[5]  for a reentrant lock: how long, in milliseconds, KEYS[3]
+--          remembers an entry this request made (entry_mark(), below): no
+--          longer than the TTL, so that the mark never outlives the hold
+--          by more than a TTL (S6)
 --
 -- Returns  fence, an integer, when the name is now held by a lease with
 --                    token ARGV[1] (also when it was already, as below): the
@@ -39,7 +43,16 @@
 --                    name: arrival is 0 for a barging request; -3 says who
 --                    holds, for the waiter's error ("held by readers");
 --          {0, -2}   when its sender already gave this request up (it arrived
---                    after abandon.lua ran): nothing is touched.
+--                    after abandon.lua ran), or, for a reentrant lock, when
+--                    it was applied once and its entry is gone since:
+--                    nothing is touched.
+--
+-- A reentrant request that enters (takes the free name or enters again)
+-- leaves at KEYS[3] the mark 'e<count>:<fence>', so that a copy a client
+-- library resends after a lost reply gets the first answer instead of
+-- entering twice (while the hold that it entered, the one of that fence,
+-- lives), and so that abandon.lua can take back exactly the one entry it
+-- made. A lease's request needs no mark: its copy finds its own token.
 --
 -- Every new fence is max(counter + 1, server TIME in microseconds), written
 -- back (safety property S5). The clock term makes fences strictly increase
@@ -59,13 +72,31 @@ local function current_fence()
   return tonumber(redis.call('GET', KEYS[2]))
 end
 
+-- entry_mark remembers that this reentrant request entered, with the
+-- owner's count after it and the hold's fence (entry_marked()'s format).
+local function entry_mark(count, f)
+  redis.call('SET', KEYS[3], 'e' .. count .. ':' .. string.format('%.0f', f), 'PX', ARGV[5])
+end
+
+-- A copy of a reentrant request that entered already: the first answer,
+-- while the owner still holds the hold it entered; otherwise it is refused.
+if owner ~= '' then
+  local mark = redis.call('GET', KEYS[3])
+  if mark then
+    local count, f = string.match(mark, '^e(%d+):(%d+)$')
+    if count and tonumber(f) == (current_fence() or 0) and redis.pcall('HEXISTS', KEYS[1], owner) == 1 then
+      return {1, tonumber(f), tonumber(count)}
+    end
+    return {0, -2}
+  end
+end
+
 -- A reentrant owner that holds the name enters once more, queue or not:
 -- waiting behind its own lock would deadlock it.
-if owner ~= '' and redis.call('EXISTS', KEYS[3]) == 1 then
-  return {0, -2}
-end
 if owner ~= '' and redis.pcall('HEXISTS', KEYS[1], owner) == 1 then
   local count = redis.call('HINCRBY', KEYS[1], owner, 1)
+  local f = current_fence() or 0
+  entry_mark(count, f)
   if redis.call('PTTL', KEYS[1]) < tonumber(ttl) then
     redis.call('PEXPIRE', KEYS[1], ttl)
     redis.call('PEXPIRE', KEYS[2], ttl)
@@ -74,7 +105,7 @@ if owner ~= '' and redis.pcall('HEXISTS', KEYS[1], owner) == 1 then
     redis.call('ZREM', KEYS[4], token)
     redis.call('ZREM', KEYS[5], token)
   end
-  return {1, current_fence(), count}
+  return {1, f, count}
 end
 
 -- The common case, a barging acquire with no queue and no marker, costs this
@@ -116,6 +147,7 @@ if head == nil or head == token then
     if owner == '' then
       return f
     end
+    entry_mark(1, f)
     return {1, f, 1}
   end
 end

@@ -64,7 +64,12 @@ if ARGV[3] == 'z' then
   publish(KEYS[1] .. ':released')
   return 1
 end
-if redis.call('EXISTS', KEYS[2]) == 1 then
+-- A reentrant lock's final release names its op after the acquire that
+-- took the hold, whose entry mark (acquire.lua's 'e<count>:<fence>') is
+-- not a release: the release overwrites it, and a late copy of that acquire
+-- is refused from then on.
+local done = redis.call('GET', KEYS[2])
+if done and string.sub(done, 1, 1) ~= 'e' then
   return 1
 end
 local count = redis.pcall('HGET', KEYS[1], ARGV[1])
