@@ -127,7 +127,12 @@ func TestPausedRedisCancelsByLocalDeadline(t *testing.T) {
 	// Cancelled while the server was paused, before anyone could take the
 	// name: the order is the property; how close to the deadline it came
 	// is the chaos runner's to measure.
-	at, _ := ended()
+	// endedAt's AfterFunc runs in a goroutine of its own, which may not
+	// have run yet when Done is closed.
+	at, ok := ended()
+	for wait := time.Now(); !ok && time.Since(wait) < 10*time.Second; at, ok = ended() {
+		time.Sleep(time.Millisecond)
+	}
 	t.Logf("cancelled %v after the local deadline", at.Sub(deadline))
 	if l.Err() != lease.ErrLost {
 		t.Fatalf("Err %v", l.Err())
