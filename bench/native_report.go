@@ -15,7 +15,12 @@ import (
 
 // nativeProbe is what the server answered tenure's path and a native one
 // where one of tenure's promises is at stake.
-type nativeProbe struct{ promise, asked, tenure, native string }
+type nativeProbe struct {
+	promise, asked, tenure, native string
+	// kept: the native answer keeps the promise (each probe says by what
+	// test of the answer).
+	kept bool
+}
 
 // nativeProbes asks the server, on names of their own, what the native
 // commands it has answer where docs/design.md promises something: the
@@ -76,8 +81,8 @@ func (pb *prober) setIfeq(ctx context.Context, key, token string, ttl time.Durat
 // staleRenewal: a lease extended to 60s, then a renewal at its old TTL
 // that was sent before the Extend and runs after it (S8).
 func (pb *prober) staleRenewal(ctx context.Context) nativeProbe {
-	pttl := func(key string) string {
-		return fmt.Sprint(pb.c.PTTL(ctx, key).Val().Round(time.Second))
+	pttl := func(key string) time.Duration {
+		return pb.c.PTTL(ctx, key).Val().Round(time.Second)
 	}
 	a, ka := pb.held(ctx, 10*time.Second)
 	b, kb := pb.held(ctx, 10*time.Second)
@@ -87,9 +92,10 @@ func (pb *prober) staleRenewal(ctx context.Context) nativeProbe {
 	}
 	_ = pb.renew(ctx, a)
 	pb.setIfeq(ctx, kb, b.Token, b.TTL)
+	left := pttl(kb)
 	return nativeProbe{"S8: a renewal never shortens a lease",
 		"key's TTL after Extend(60s), then a stale renewal at 10s",
-		"PTTL " + pttl(ka), "PTTL " + pttl(kb)}
+		fmt.Sprint("PTTL ", pttl(ka)), fmt.Sprint("PTTL ", left), left >= 59*time.Second}
 }
 
 // lostCauses: a renewal of a name that expired and of one another holder
@@ -99,10 +105,11 @@ func (pb *prober) lostCauses(ctx context.Context) nativeProbe {
 	b, kb := pb.held(ctx, time.Minute)
 	pb.c.Del(ctx, ka)
 	pb.c.Set(ctx, kb, "another-token", time.Minute)
+	gone, taken := pb.setIfeq(ctx, ka, a.Token, time.Minute), pb.setIfeq(ctx, kb, b.Token, time.Minute)
 	return nativeProbe{"S4: a lost lease's cause (expired or taken)",
 		"renewal of a name gone; of a name another token holds",
 		errText(pb.renew(ctx, a)) + "; " + errText(pb.renew(ctx, b)),
-		pb.setIfeq(ctx, ka, a.Token, time.Minute) + "; " + pb.setIfeq(ctx, kb, b.Token, time.Minute)}
+		gone + "; " + taken, gone != taken}
 }
 
 // otherType: a renewal of a name whose key is a hash (S3: "not this
@@ -111,9 +118,10 @@ func (pb *prober) otherType(ctx context.Context) nativeProbe {
 	a, ka := pb.held(ctx, time.Minute)
 	pb.c.Del(ctx, ka)
 	pb.c.HSet(ctx, ka, a.Token, 1)
+	native := pb.setIfeq(ctx, ka, a.Token, time.Minute)
 	return nativeProbe{"S3: a key of another type is \"not this holder\"",
 		"renewal of a name whose key is a hash",
-		errText(pb.renew(ctx, a)), pb.setIfeq(ctx, ka, a.Token, time.Minute)}
+		errText(pb.renew(ctx, a)), native, !strings.HasPrefix(native, "error ")}
 }
 
 // resentRelease: the same release sent twice, as go-redis resends one
@@ -126,7 +134,7 @@ func (pb *prober) resentRelease(ctx context.Context, del string) nativeProbe {
 	n1, n2 := reply(pb.del(ctx, del, kb, b.Token)), reply(pb.del(ctx, del, kb, b.Token))
 	return nativeProbe{"S3: a resent release is answered as the first was",
 		del + ": a release, then the same release again",
-		errText(first) + ", then " + errText(again), n1 + ", then " + n2}
+		errText(first) + ", then " + errText(again), n1 + ", then " + n2, n1 == n2}
 }
 
 func (pb *prober) del(ctx context.Context, del, key, token string) *redis.Cmd {
@@ -155,10 +163,10 @@ func (pb *prober) waiters(ctx context.Context, del string) nativeProbe {
 	}
 	a, _ := pb.held(ctx, time.Minute)
 	b, kb := pb.held(ctx, time.Minute)
+	native := heard(b.Name, func() { pb.del(ctx, del, kb, b.Token) })
 	return nativeProbe{"section 5: a release wakes the waiters",
 		del + ": what a subscriber of the release channel hears",
-		heard(a.Name, func() { _ = pb.release(ctx, a) }),
-		heard(b.Name, func() { pb.del(ctx, del, kb, b.Token) })}
+		heard(a.Name, func() { _ = pb.release(ctx, a) }), native, native == "a message"}
 }
 
 // reply is a command's answer as redis-cli would show it.
@@ -202,13 +210,14 @@ func (r nativeReport) markdown() string {
 	fmt.Fprintf(&b, "\n## Release\n\nBatches of %d fresh leases taken by the library's acquire.lua (not measured), then released in one pipeline; nobody subscribes to the release channels. Each batch's reading includes one INFO cpu read, %.1f µs here (%.3f µs a release), alike for every variant.\n\n", nativeBatch, r.infoUS, r.infoUS/nativeBatch)
 	r.table(&b, r.release, r.releaseUS)
 	b.WriteString("\n## What the native commands answer where a promise is at stake\n\nAsked of this server after the measurements, on names of their own (docs/design.md).\n\n")
-	b.WriteString("| promise | asked | tenure's scripts | native |\n|---|---|---|---|\n")
+	b.WriteString("| promise | asked | tenure's scripts | native | native keeps it |\n|---|---|---|---|---|\n")
 	for _, p := range r.probes {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", p.promise, p.asked, p.tenure, p.native)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", p.promise, p.asked, p.tenure, p.native, map[bool]string{true: "yes", false: "**no**"}[p.kept])
 	}
 	if len(r.probes) == 0 {
-		b.WriteString("| – | this server has none of the native commands | | |\n")
+		b.WriteString("| – | this server has none of the native commands | | | |\n")
 	}
+	b.WriteString("\nbench/README.md (scenario 13) says what each \"no\" would cost and whether a native path is worth it.\n")
 	return b.String()
 }
 

@@ -92,3 +92,48 @@ func TestProbeCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestNativeProbes runs scenario 13's probes on the test server: one row
+// per promise for each native command the server has, the library's
+// scripts keeping each promise, and on the Valkey versions fetch.sh
+// provides (REDIS_SERVER) the native commands keeping none of them.
+func TestNativeProbes(t *testing.T) {
+	srv, err := startLoopbackServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	c, _ := newClient(srv.Addr(), 2)
+	defer c.Close()
+	ctx := context.Background()
+	missing, err := probeCommands(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	probes, err := nativeProbes(ctx, c, missing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := 0 // three renewal probes with SET IFEQ, two per delete command
+	for cmd, rows := range map[string]int{"SET IFEQ": 3, "DELIFEQ": 2, "DELEX": 2} {
+		if _, no := missing[cmd]; !no {
+			want += rows
+		}
+	}
+	if len(probes) != want {
+		t.Fatalf("%d probes, want %d (missing %v)", len(probes), want, missing)
+	}
+	tenureKeeps := map[string]string{
+		"S8: a renewal never shortens a lease":              "PTTL 1m0s",
+		"S3: a resent release is answered as the first was": "success, then success",
+		"section 5: a release wakes the waiters":            "a message",
+	}
+	for _, p := range probes {
+		if w, ok := tenureKeeps[p.promise]; ok && p.tenure != w {
+			t.Errorf("%s: tenure answered %q, want %q", p.promise, p.tenure, w)
+		}
+		if p.kept {
+			t.Errorf("%s: the native path %q keeps it, unlike on Valkey 8.1 and 9.1", p.promise, p.native)
+		}
+	}
+}
