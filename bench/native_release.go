@@ -112,7 +112,7 @@ func probeCommands(ctx context.Context, c *redis.Client) (map[string]string, err
 // missingCommand says whether err is a server's answer to a command or an
 // option it does not have: "ERR unknown command 'DELIFEQ', with args
 // beginning with: …" for a command, "ERR syntax error" for SET's IFEQ on a
-// server whose SET lacks it (Redis 8.0, Valkey 8.0).
+// server whose SET lacks it (Redis 8.0.2).
 func missingCommand(err error) bool {
 	var re redis.Error
 	if !errors.As(err, &re) {

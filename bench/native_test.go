@@ -74,7 +74,7 @@ func TestProbeCommands(t *testing.T) {
 	got := slices.Sorted(maps.Keys(missing))
 	var want []string
 	switch {
-	case strings.HasPrefix(version, "Redis 7."), strings.HasPrefix(version, "Redis 8.0."), strings.HasPrefix(version, "Valkey 8.0."):
+	case strings.HasPrefix(version, "Redis 7."), strings.HasPrefix(version, "Redis 8.0."):
 		want = []string{"DELEX", "DELIFEQ", "SET IFEQ"}
 	case strings.HasPrefix(version, "Valkey 8.1."):
 		want = []string{"DELEX", "DELIFEQ"}
