@@ -20,7 +20,7 @@ import (
 func (nb *nativeBench) measureRelease(ctx context.Context, v string, d time.Duration) (float64, error) {
 	var cpu float64
 	released := 0
-	for t0, warm := time.Now(), true; warm || time.Since(t0) < d; warm = false {
+	for t0, warm := time.Now(), true; warm || released == 0 || time.Since(t0) < d; warm = false {
 		nb.fresh++
 		batch, err := nb.acquire(ctx, fmt.Sprintf("release-native-%d-", nb.fresh), nativeBatch)
 		if err != nil {
