@@ -151,13 +151,14 @@ func main() {
 	}
 }
 
-// alone is the flags of scenarios 9 to 12, which run by themselves
+// alone is the flags of scenarios 9 to 13, which run by themselves
 // (not through -only) and write their own report to -out.
 type alone struct {
 	layout, scale, renewFloor, threeServers bool
+	native                                  bool
 	layoutReps                              int
 	layoutD                                 time.Duration
-	renewFloorN                             int
+	renewFloorN, nativeN                    int
 	scaleRenew                              string
 	sc                                      scaleConfig
 }
@@ -170,6 +171,8 @@ func aloneFlags() *alone {
 	flag.BoolVar(&a.renewFloor, "renew-floor", false, "run scenario 11 alone (renewfloor.go) and write renewfloor.md to -out; -layout-reps and -layout-d set its runs and time a measurement")
 	flag.IntVar(&a.renewFloorN, "renew-floor-n", 30000, "scenario 11's lease count")
 	flag.BoolVar(&a.threeServers, "three-servers", false, "run scenario 12 alone (threeservers.go) and write threeservers.md to -out; -layout-reps and -layout-d set its runs and time a measurement")
+	flag.BoolVar(&a.native, "native", false, "run scenario 13 alone (native.go: SET … IFEQ, DELIFEQ and DELEX against tenure's scripts) and write native.md to -out; -layout-reps and -layout-d set its runs and time a measurement")
+	flag.IntVar(&a.nativeN, "native-n", 30000, "scenario 13's lease count for the renewals")
 	flag.BoolVar(&a.scale, "scale", false, "run scenario 10 alone (scale.go; for a machine where Redis has cores of its own) and write scale.md to -out")
 	flag.StringVar(&a.scaleRenew, "scale-renew", "300000", "scenario 10: lease counts of the renewal-cost part, comma-separated (0 skips it)")
 	flag.IntVar(&a.sc.clusterLeases, "scale-cluster", 3_000_000, "scenario 10: leases of the Cluster part (0 skips it)")
@@ -181,7 +184,9 @@ func aloneFlags() *alone {
 	return a
 }
 
-func (a *alone) chosen() bool { return a.layout || a.scale || a.renewFloor || a.threeServers }
+func (a *alone) chosen() bool {
+	return a.layout || a.scale || a.renewFloor || a.threeServers || a.native
+}
 
 // run runs the chosen scenario and exits on failure.
 func (a *alone) run(out string, quiet bool) {
@@ -216,6 +221,8 @@ func (a *alone) run(out string, quiet bool) {
 		err = runRenewFloor(context.Background(), cfg, out, a.renewFloorN, a.layoutReps, a.layoutD)
 	case a.threeServers:
 		err = runThreeServers(context.Background(), cfg, out, a.layoutReps, a.layoutD)
+	case a.native:
+		err = runNative(context.Background(), cfg, out, a.nativeN, a.layoutReps, a.layoutD)
 	default:
 		err = runScale(context.Background(), cfg, a.sc, out)
 	}
