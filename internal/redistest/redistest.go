@@ -36,10 +36,11 @@ const (
 // The variables of tests/redistest: the same values, so that errors.Is
 // matches either name.
 var (
-	ACLClusterCommands = redistest.ACLClusterCommands
-	ACLCommands        = redistest.ACLCommands
-	ErrNotRunning      = redistest.ErrNotRunning
-	ErrStopped         = redistest.ErrStopped
+	ACLClusterCommands  = redistest.ACLClusterCommands
+	ACLCommands         = redistest.ACLCommands
+	ACLIdentityCommands = redistest.ACLIdentityCommands
+	ErrNotRunning       = redistest.ErrNotRunning
+	ErrStopped          = redistest.ErrStopped
 )
 
 // The functions of tests/redistest.
@@ -47,6 +48,8 @@ var (
 	ACLClusterRule      = redistest.ACLClusterRule
 	ACLRule             = redistest.ACLRule
 	Binary              = redistest.Binary
+	BinaryVersion       = redistest.BinaryVersion
+	WithIdentity        = redistest.WithIdentity
 	Leaks               = redistest.Leaks
 	Main                = redistest.Main
 	ScriptKeyViolations = redistest.ScriptKeyViolations
