@@ -172,7 +172,13 @@ func TestStatusRedissonSemaphore(t *testing.T) {
 		}
 	}
 	code, out, _ = result(t, tenure("status", "--redisson", "--json", "rs-sem"))
-	var got semaphoreStatus
+	var got struct {
+		FreePermits int64 `json:"free_permits"`
+		Permits     []struct {
+			ID       string `json:"id"`
+			NoExpiry bool   `json:"no_expiry"`
+		} `json:"permits"`
+	}
 	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || got.FreePermits != 1 || len(got.Permits) != 3 {
 		t.Errorf("status --redisson --json of a semaphore: %d %v\n%s", code, err, out)
 	}
