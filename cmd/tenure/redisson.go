@@ -204,13 +204,16 @@ func keyType(c redis.UniversalClient, name string) string {
 }
 
 // redissonRenewals passes h's renewals on to supervise, logging each for
-// -vv, until h ends.
+// -vv, until h ends; a loss is logged for -v, as a lease's is.
 func (r *runner) redissonRenewals(h *redisson.Hold) <-chan struct{} {
 	out := make(chan struct{}, 1)
 	go func() {
 		for {
 			select {
 			case <-h.Done():
+				if err := h.Err(); errors.Is(err, lease.ErrLost) {
+					r.g.log.Warn("lock lost", "name", r.name, "redisson_field", h.Field(), "why", redissonLoss(err))
+				}
 				return
 			case <-h.Renewals():
 				r.g.log.Debug("renewed", "name", r.name, "redisson_field", h.Field(),

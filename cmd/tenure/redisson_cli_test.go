@@ -260,7 +260,7 @@ func TestRunRedissonNotALock(t *testing.T) {
 func TestRunRedissonLossSaidOnce(t *testing.T) {
 	c := client(t)
 	file := filepath.Join(t.TempDir(), "started")
-	run := tenure("run", "--redisson", "--ttl", "1s", "rl-lost-once", "--", "sh", "-c", `echo up > "$0"; sleep 30`, file)
+	run := tenure("-v", "run", "--redisson", "--ttl", "1s", "rl-lost-once", "--", "sh", "-c", `echo up > "$0"; sleep 30`, file)
 	var errOut bytes.Buffer
 	run.Stderr = &errOut
 	startBackground(t, run)
@@ -270,10 +270,14 @@ func TestRunRedissonLossSaidOnce(t *testing.T) {
 		t.Fatalf("exit %d, want %d", code, exitLost)
 	}
 	out := errOut.String()
-	if !strings.Contains(out, "its owner field is gone from the hash") || strings.Contains(out, "watchdog:") {
+	if !strings.Contains(out, "its owner field is gone from the hash") || strings.Contains(out, "watchdog:") ||
+		!strings.Contains(out, "level=WARN msg=\"lock lost\" name=rl-lost-once") {
 		t.Errorf("stderr:\n%s", out)
 	}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !strings.HasPrefix(l, "tenure:") {
+			continue // -v's records
+		}
 		if strings.Count(l, `"rl-lost-once"`) != 1 {
 			t.Errorf("a line names the lock more than once: %s", l)
 		}
