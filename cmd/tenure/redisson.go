@@ -142,7 +142,8 @@ func (r *runner) runRedisson(cmd *cobra.Command, f redissonRunFlags) error {
 			return fail(r.o.f.lostExit, "Redisson lock %q was no longer held when the command exited with status %d: %s",
 				r.name, code, redissonLoss(uerr))
 		}
-		fmt.Fprintf(r.stderr, "tenure: the unlock of Redisson lock %q was not confirmed (%v): it expires by its TTL, %v\n", r.name, uerr, ttl)
+		fmt.Fprintf(r.stderr, "tenure: the unlock of Redisson lock %q was not confirmed (%v): it expires by its TTL, %v\n",
+			r.name, saidOnce(uerr, r.name), ttl)
 	}
 	return status(code)
 }
@@ -164,7 +165,7 @@ func (r *runner) takeRedisson(ctx, wctx context.Context, c redis.UniversalClient
 		return h, err
 	}
 	h, err := take(wctx, false)
-	if errors.Is(err, lease.ErrNotAcquired) && (r.o.wait.forever || r.o.wait.d > 0) {
+	if redissonHeld(err) && (r.o.wait.forever || r.o.wait.d > 0) {
 		fmt.Fprintf(r.stderr, "tenure: Redisson lock %q is held by %s; waiting for it (--wait %v)\n",
 			r.name, redissonHolders(ctx, c, r.name), r.o.wait.String())
 		h, err = retryTake(r.g, wctx, take)
@@ -181,14 +182,44 @@ func (r *runner) takeRedisson(ctx, wctx context.Context, c redis.UniversalClient
 		return nil, fail(exitUsage, "%q is not a Redisson lock: its key holds a Redis %s; a Redisson lock is a hash",
 			r.name, keyType(c, r.name))
 	}
-	if errors.Is(err, lease.ErrNotAcquired) && (wctx.Err() != nil || strings.Contains(err.Error(), "held by another")) {
+	if refusal(err) == "" && errors.Is(err, lease.ErrNotAcquired) && (wctx.Err() != nil || redissonHeld(err)) {
 		msg := fmt.Sprintf("Redisson lock %q is held by %s", r.name, redissonHolders(context.Background(), c, r.name))
 		if r.o.wait.forever || r.o.wait.d > 0 {
 			msg += fmt.Sprintf("; not acquired within --wait %v", r.o.wait.String())
 		}
 		return nil, fail(r.o.heldExit, "%s", msg)
 	}
-	return nil, r.g.redisFailure(fmt.Sprintf("taking Redisson lock %q", r.name), err)
+	return nil, r.g.redisFailure(fmt.Sprintf("taking Redisson lock %q", r.name), saidOnce(err, r.name))
+}
+
+// saidOnceErr is an error whose message leaves out what the message
+// around it says already; Unwrap keeps errors.Is and errors.As working.
+type saidOnceErr struct {
+	msg string
+	err error
+}
+
+func (e *saidOnceErr) Error() string { return e.msg }
+func (e *saidOnceErr) Unwrap() error { return e.err }
+
+// saidOnce is err without the prefixes by which package redisson names
+// the lock name again ("lease: not acquired: "NAME": ", "redisson: unlock
+// "NAME": "), for a message that names it already.
+func saidOnce(err error, name string) error {
+	msg := err.Error()
+	for _, p := range []string{lease.ErrNotAcquired.Error(), lease.ErrNotHeld.Error(), lease.ErrLost.Error(), "redisson: unlock", "redisson:"} {
+		msg = strings.TrimPrefix(msg, fmt.Sprintf("%s %q: ", p, name))
+		msg = strings.TrimPrefix(msg, fmt.Sprintf("%s: %q: ", p, name))
+	}
+	return &saidOnceErr{msg: msg, err: err}
+}
+
+// redissonHeld reports whether err is an attempt that found the lock
+// held. Package redisson wraps lease.ErrNotAcquired around a Redis error
+// or refusal of an attempt too, and has no error of its own for "held":
+// its message is what tells them apart.
+func redissonHeld(err error) bool {
+	return errors.Is(err, lease.ErrNotAcquired) && strings.Contains(err.Error(), "is held by another owner")
 }
 
 // keyType is name's Redis type, for a message ("a value of another type"

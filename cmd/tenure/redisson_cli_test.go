@@ -311,3 +311,15 @@ func TestUnknownCommandSuggestion(t *testing.T) {
 		t.Errorf("%d %q", code, stderr)
 	}
 }
+
+// TestRunRedissonRefusalSaidOnce: a refusal of the lock script names the
+// lock once (the library's "lease: not acquired: NAME:" repeated it), and
+// is still exit 78: errors.Is and the refusal's kind see through it.
+func TestRunRedissonRefusalSaidOnce(t *testing.T) {
+	s := redistest.Start(t)
+	aclSetRule(t, []*redistest.Server{s}, "ACL SETUSER rq-noscript on >rq-pw ~* &* +@all -evalsha -eval")
+	code, _, stderr := result(t, on([]string{"REDIS_URL=" + userURL(s, "rq-noscript:rq-pw")}, "run", "--redisson", "rq-refused", "--", "true"))
+	if code != exitRefused || strings.Count(stderr, `"rq-refused"`) != 1 || !strings.Contains(stderr, "NOPERM") {
+		t.Errorf("%d %q", code, stderr)
+	}
+}
