@@ -211,15 +211,8 @@ before the local deadline and the exit statuses are as above; -n, --shared,
 
 `
 
-func newRunCmd(g *globals) *cobra.Command {
-	var o runOptions
-	var rf redissonRunFlags
-	cmd := &cobra.Command{
-		Use: "run [flags] NAME [--] COMMAND [ARGS...]\n  tenure run -n N [flags] NAME [--] COMMAND [ARGS...]\n" +
-			"  tenure run --shared [flags] NAME [--] COMMAND [ARGS...]\n  tenure run [flags] NAME",
-		Short: "Run a command while holding NAME (a lease, permit or read lock), or hold NAME",
-		Long:  runLong + commandRule("run") + "\n\n" + runExitStatuses,
-		Example: `  # one nightly report at a time, across every host that runs this
+// runExample is the examples of "run --help", one of each form.
+const runExample = `  # one nightly report at a time, across every host that runs this
   tenure run nightly-report ./report.sh --since yesterday
 
   # give up after 10s if another host is at it; a short TTL frees NAME soon
@@ -251,7 +244,17 @@ func newRunCmd(g *globals) *cobra.Command {
   # exclude a Java service's redisson.getLock("orders") (its lockWatchdogTimeout
   # is 60s); the command gets its Redisson owner field
   tenure run --redisson --java-watchdog 60s --ttl 60s --wait 30s orders -- \
-    sh -c './settle-orders --owner "$TENURE_REDISSON_FIELD"'`,
+    sh -c './settle-orders --owner "$TENURE_REDISSON_FIELD"'`
+
+func newRunCmd(g *globals) *cobra.Command {
+	var o runOptions
+	var rf redissonRunFlags
+	cmd := &cobra.Command{
+		Use: "run [flags] NAME [--] COMMAND [ARGS...]\n  tenure run -n N [flags] NAME [--] COMMAND [ARGS...]\n" +
+			"  tenure run --shared [flags] NAME [--] COMMAND [ARGS...]\n  tenure run [flags] NAME",
+		Short:             "Run a command while holding NAME (a lease, permit or read lock), or hold NAME",
+		Long:              runLong + commandRule("run") + "\n\n" + runExitStatuses,
+		Example:           runExample,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
