@@ -25,11 +25,11 @@ var errHelpShown = &exitErr{code: 0}
 // their --help.
 func commandRule(cmd string) string {
 	return strings.NewReplacer("CMD", cmd).Replace(`tenure's flags go before NAME; what follows NAME is COMMAND and its arguments,
-with or without "--" between them: "tenure CMD --ttl 5s NAME ls -l" runs "ls -l",
-and so does "tenure CMD --ttl 5s NAME -- ls -l". Flags after NAME are COMMAND's,
-except in the form earlier releases took, tenure's flags after NAME and then
-"--" and COMMAND ("tenure CMD NAME --ttl 5s -- ls -l"): when the first word
-after NAME starts with "-", the words up to "--" are tenure's flags.`)
+with or without "--" between them: "tenure CMD --ttl 5s NAME ls -l" runs
+"ls -l", and so does "tenure CMD --ttl 5s NAME -- ls -l". Flags after NAME are
+COMMAND's, except in the form earlier releases took, tenure's flags after NAME
+and then "--" and COMMAND ("tenure CMD NAME --ttl 5s -- ls -l"): when the
+first word after NAME starts with "-", the words up to "--" are tenure's flags.`)
 }
 
 // parseInvocation reads "NAME [--] [COMMAND [ARGS...]]". The flags of run

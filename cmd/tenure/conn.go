@@ -338,6 +338,10 @@ var quorumLacks = map[string]string{
 	"elect --observe": "the election's leader record is written in a transaction guarded by the lease (Lease.Exec), " +
 		"which cannot span independent servers; a quorum elect leads by the lease alone, whose holder status shows",
 	"run -n (permits)": "the library keeps no semaphore over independent servers",
+	"run --redisson": "a Redisson lock is one hash on one server (or Cluster), the one a Java service's Redisson reads; " +
+		"give the --redis its Java services use",
+	"status --redisson": "a Redisson lock is one hash on one server (or Cluster), the one a Java service's Redisson reads; " +
+		"give the --redis its Java services use",
 }
 
 // each calls f on every node at once and returns the errors, by node.

@@ -124,11 +124,12 @@ status, list and release:
   1 (status --check)    NAME is free (with -n N: one of N permits is free)`
 
 // usageStatus is status 2's line, in every table.
-const usageStatus = `  2                     usage error: bad flags or arguments; among them a --redis
-                        URL of the wrong kind for what it reaches (a Cluster node
-                        or a sentinel given as redis://, something that is not
-                        Redis, such as an HTTP server), and a Sentinel master
-                        name that is missing or that the sentinels do not monitor
+const usageStatus = `  2                     usage error: bad flags or arguments; among them a
+                        --redis URL of the wrong kind for what it reaches (a
+                        Cluster node or a sentinel given as redis://, something
+                        that is not Redis, such as an HTTP server), and a
+                        Sentinel master name that is missing or that the
+                        sentinels do not monitor
 `
 
 // refusedStatus is status 78's line, in every table.
@@ -156,8 +157,8 @@ const runExitStatuses = `Exit status:
                         ran out)
   75 (--held-exit)      --wait ran out while another holder held NAME, or the
                         one attempt of --wait 0 found it held
-  76                    -n N: NAME's permits are held under another N (the message
-                        says both); --resize changes it
+  76                    -n N: NAME's permits are held under another N (the
+                        message says both); --resize changes it
   77 (--lost-exit)      the lease was lost while the command ran, or no renewal
                         was confirmed by --grace before its local deadline: the
                         command's process group got SIGTERM, then SIGKILL just
@@ -167,7 +168,8 @@ const runExitStatuses = `Exit status:
                         min(TTL/10, 200ms) before its deadline; either way
                         tenure exits before that deadline
 ` + refusedStatus + `  126, 127              the command could not be executed, or was not found
-  128+N                 tenure got signal N while it waited for Redis or the lease
+  128+N                 tenure got signal N while it waited for Redis or the
+                        lease
   1                     any other error
 
 A command's own status passes through as is, so a command that exits 75 or 77

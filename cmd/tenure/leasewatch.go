@@ -173,31 +173,7 @@ func (w *leaseWatch) hooks() lease.Hooks {
 			w.log.Info("acquired", "name", info.Name, "fence", info.Lease.Fence(), "ttl", w.ttl,
 				"waited", info.Waited.Round(time.Millisecond), "attempts", info.Attempts)
 		},
-		Renewed: func(l *lease.Lease, err error) {
-			w.mu.Lock()
-			released := w.releasing[l]
-			w.mu.Unlock()
-			if released {
-				return
-			}
-			left := time.Until(l.Deadline()).Round(time.Millisecond)
-			if err != nil {
-				w.mu.Lock()
-				w.renewErr = err
-				w.mu.Unlock()
-				if w.probe != nil {
-					w.startProbe()
-				}
-				w.log.Warn("renewal failed; retrying until the local deadline", "name", l.Name(), "fence", l.Fence(),
-					"deadline_in", left, "error", err)
-				return
-			}
-			select {
-			case w.renewed <- struct{}{}:
-			default:
-			}
-			w.log.Debug("renewed", "name", l.Name(), "fence", l.Fence(), "deadline_in", left)
-		},
+		Renewed: w.renewedHook,
 		ReleaseStart: func(ctx context.Context, l *lease.Lease) context.Context {
 			w.mu.Lock()
 			if w.releasing == nil {
@@ -207,34 +183,68 @@ func (w *leaseWatch) hooks() lease.Hooks {
 			w.mu.Unlock()
 			return ctx
 		},
-		ReleaseDone: func(ctx context.Context, l *lease.Lease, err error) {
-			// The release's own context ran out (the election's bound, for
-			// one): Redis did not answer, whatever Release reports of a
-			// lease already lost.
-			if ctx.Err() != nil || unanswered(err) {
-				w.mu.Lock()
-				w.unanswered = true
-				w.mu.Unlock()
-			}
-			if err != nil {
-				w.log.Warn("release failed", "name", l.Name(), "fence", l.Fence(), "error", err)
-				return
-			}
-			w.log.Info("released", "name", l.Name(), "fence", l.Fence())
-		},
-		Ended: func(l *lease.Lease, info lease.EndInfo) {
-			e := w.end(l)
-			e.info = info
-			close(e.done)
-			if info.Loss != "" {
-				w.log.Warn("lease lost", "name", l.Name(), "fence", l.Fence(), "reason", string(info.Loss),
-					"why", w.lossText(time.Time{}, info.Loss), "held", info.Held.Round(time.Millisecond))
-				return
-			}
-			w.log.Debug("lease ended", "name", l.Name(), "fence", l.Fence(), "cause", info.Cause,
-				"held", info.Held.Round(time.Millisecond))
-		},
+		ReleaseDone: w.releaseDoneHook,
+		Ended:       w.endedHook,
 	}
+}
+
+// renewedHook is the Renewed hook: a failure is kept for the loss's
+// message (and starts the probe); a success pokes supervise.
+func (w *leaseWatch) renewedHook(l *lease.Lease, err error) {
+	w.mu.Lock()
+	released := w.releasing[l]
+	w.mu.Unlock()
+	if released {
+		return
+	}
+	left := time.Until(l.Deadline()).Round(time.Millisecond)
+	if err != nil {
+		w.mu.Lock()
+		w.renewErr = err
+		w.mu.Unlock()
+		if w.probe != nil {
+			w.startProbe()
+		}
+		w.log.Warn("renewal failed; retrying until the local deadline", "name", l.Name(), "fence", l.Fence(),
+			"deadline_in", left, "error", err)
+		return
+	}
+	select {
+	case w.renewed <- struct{}{}:
+	default:
+	}
+	w.log.Debug("renewed", "name", l.Name(), "fence", l.Fence(), "deadline_in", left)
+}
+
+// releaseDoneHook is the ReleaseDone hook.
+func (w *leaseWatch) releaseDoneHook(ctx context.Context, l *lease.Lease, err error) {
+	// The release's own context ran out (the election's bound, for
+	// one): Redis did not answer, whatever Release reports of a lease
+	// already lost.
+	if ctx.Err() != nil || unanswered(err) {
+		w.mu.Lock()
+		w.unanswered = true
+		w.mu.Unlock()
+	}
+	if err != nil {
+		w.log.Warn("release failed", "name", l.Name(), "fence", l.Fence(), "error", err)
+		return
+	}
+	w.log.Info("released", "name", l.Name(), "fence", l.Fence())
+}
+
+// endedHook is the Ended hook: it records how l ended, for why.
+func (w *leaseWatch) endedHook(l *lease.Lease, info lease.EndInfo) {
+	e := w.end(l)
+	e.info = info
+	close(e.done)
+	if info.Loss != "" {
+		w.log.Warn("lease lost", "name", l.Name(), "fence", l.Fence(), "reason", string(info.Loss),
+			"why", w.lossText(time.Time{}, info.Loss), "held", info.Held.Round(time.Millisecond))
+		return
+	}
+	w.log.Debug("lease ended", "name", l.Name(), "fence", l.Fence(), "cause", info.Cause,
+		"held", info.Held.Round(time.Millisecond))
 }
 
 // ended returns how l ended, waiting up to wait for the Ended hook: the

@@ -15,7 +15,7 @@ import (
 )
 
 func newListCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var asJSON, asRedisson bool
 	cmd := &cobra.Command{
 		Use:   "list [flags] [PATTERN]",
 		Short: "List held names matching a glob PATTERN (default *)",
@@ -42,6 +42,9 @@ that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.
 			if err := checkPattern(pattern); err != nil {
 				return fail(exitUsage, "%v", err)
 			}
+			if asRedisson {
+				return listRedisson(cmd, g, pattern, asJSON) // redisson_status.go
+			}
 			hs, err := listHeld(g, pattern)
 			if err != nil {
 				return err
@@ -54,6 +57,9 @@ that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
+	cmd.Flags().BoolVar(&asRedisson, "redisson", false, "list Redisson's locks instead (RLock, RFencedLock, RFairLock, RReadWriteLock: "+
+		"hashes of owner fields <client id>:<thread id>, as a Java service's Redisson holds them), PATTERN matching their names as "+
+		"Redisson stores them (no --prefix)")
 	return cmd
 }
 

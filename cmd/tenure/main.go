@@ -46,6 +46,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/spf13/cobra"
@@ -99,8 +100,13 @@ func execute(args []string, stdout, rawStderr io.Writer) int {
 		}
 		return xe.code
 	}
-	// Anything else comes from cobra's parsing: a usage error.
-	fmt.Fprintf(stderr, "tenure: %s (see '%s --help')\n", oneLine(err.Error()), cmd.CommandPath())
+	// Anything else comes from cobra's parsing: a usage error. Its
+	// suggestions for an unknown command go on lines of their own.
+	msg, suggestions, _ := strings.Cut(err.Error(), "\n\nDid you mean this?")
+	fmt.Fprintf(stderr, "tenure: %s (see '%s --help')\n", oneLine(msg), cmd.CommandPath())
+	if s := strings.Fields(suggestions); len(s) > 0 {
+		fmt.Fprintf(stderr, "Did you mean this?\n  %s\n", strings.Join(s, "\n  "))
+	}
 	return exitUsage
 }
 
@@ -120,6 +126,9 @@ func newRoot(stdout, stderr io.Writer) (*cobra.Command, *globals) {
 	}
 	root.SetVersionTemplate(`{{.Version}}`)
 	root.SetHelpTemplate(helpTemplate)
+	// Flag descriptions wrapped to an 80-column terminal: run's were up to
+	// some 300 columns wide.
+	root.SetUsageTemplate(strings.ReplaceAll(root.UsageTemplate(), "FlagUsages |", "FlagUsagesWrapped 80 |"))
 	root.SetOut(stdout)
 	root.SetErr(g.stderr)
 	addConnFlags(root, &g.conn)

@@ -61,6 +61,11 @@ func (g *globals) connectWaiting(wctx context.Context, feature, wait string) (*c
 // the last failure is returned. A refusal or anything else is returned at
 // once.
 func (g *globals) retrying(ctx context.Context, take func(context.Context, bool) (*lease.Lease, error)) (*lease.Lease, error) {
+	return retryTake(g, ctx, take)
+}
+
+// retryTake is retrying for any kind of hold (a Redisson lock's too).
+func retryTake[H any](g *globals, ctx context.Context, take func(context.Context, bool) (H, error)) (H, error) {
 	// The library's backoff (lease waits with it too): from 100ms,
 	// doubling with jitter, up to 2s a pause, for as long as ctx allows.
 	b := backoff.NewExponentialBackOff()
@@ -76,7 +81,8 @@ func (g *globals) retrying(ctx context.Context, take func(context.Context, bool)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("%w (Redis was failing when the wait ended)", err)
+			var none H
+			return none, fmt.Errorf("%w (Redis was failing when the wait ended)", err)
 		case <-t.C:
 		}
 	}
@@ -86,7 +92,7 @@ func (g *globals) retrying(ctx context.Context, take func(context.Context, bool)
 // failing, which a retry may mend.
 func retryable(err error) bool {
 	for _, e := range []error{lease.ErrNotAcquired, lease.ErrInvalidOption, lease.ErrInvalidName, lease.ErrClosed, errors.ErrUnsupported,
-		semaphore.ErrLimitMismatch} {
+		semaphore.ErrLimitMismatch, errNotRedissonLock} {
 		if errors.Is(err, e) {
 			return false
 		}

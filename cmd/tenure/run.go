@@ -198,20 +198,25 @@ stderr; if it is not continued within --ttl, tenure kills its group (SIGKILL),
 releases the lease and exits with status 137: a stopped command keeps NAME no
 longer than a dead holder would.
 
+With --redisson, NAME is Redisson's RLock NAME instead (the hash a Java
+service's redisson.getLock(NAME) takes; --fenced: its RFencedLock, and
+TENURE_FENCE is the lock's token), so that the command and the Java services
+exclude each other. The key is NAME itself, without --prefix. The command gets
+TENURE_REDISSON_FIELD, the lock's owner field (<client id>:<thread id>) as
+Java's Redisson and "tenure status --redisson NAME" show it. --ttl is the
+lock's watchdog timeout: it may not exceed --java-watchdog, the Java services'
+lockWatchdogTimeout (30s by default, as Redisson's). --wait, -v, the stops
+before the local deadline and the exit statuses are as above; -n, --shared,
+--holder and --metadata are not (a Redisson lock stores only its owner field).
+
 `
 
-func newRunCmd(g *globals) *cobra.Command {
-	var o runOptions
-	var asRedisson bool
-	cmd := &cobra.Command{
-		Use: "run [flags] NAME [--] COMMAND [ARGS...]\n  tenure run -n N [flags] NAME [--] COMMAND [ARGS...]\n" +
-			"  tenure run --shared [flags] NAME [--] COMMAND [ARGS...]\n  tenure run [flags] NAME",
-		Short: "Run a command while holding NAME (a lease, a permit, a read lock), or hold it alone",
-		Long:  runLong + commandRule("run") + "\n\n" + runExitStatuses,
-		Example: `  # one nightly report at a time, across every host that runs this
+// runExample is the examples of "run --help", one of each form.
+const runExample = `  # one nightly report at a time, across every host that runs this
   tenure run nightly-report ./report.sh --since yesterday
 
-  # give up after 10s if another host is at it; a short TTL frees NAME fast if we die
+  # give up after 10s if another host is at it; a short TTL frees NAME soon
+  # if we die
   tenure run --wait 10s --ttl 5s backup -- pg_dump -f /backups/db.sql
 
   # pass the fencing token on to the resource you write to
@@ -227,14 +232,29 @@ func newRunCmd(g *globals) *cobra.Command {
   tenure run --shared catalog -- ./read-catalog.sh
   tenure run catalog -- ./rebuild-catalog.sh
 
-  # hold a name while a script does several things; the hold ends with the script
+  # hold a name while a script does several things; the hold ends with it
   coproc HOLD { tenure run deploy; }
   read -r acquired <&"${HOLD[0]}"; echo "$acquired"    # {"name":"deploy",...}
   ./step1 && ./step2
   exec {HOLD[1]}>&-; wait "$HOLD_PID"
 
   # tell tenure's own statuses from the command's
-  tenure run --held-exit 200 --lost-exit 201 --wait 0 job -- ./job.sh`,
+  tenure run --held-exit 200 --lost-exit 201 --wait 0 job -- ./job.sh
+
+  # exclude a Java service's redisson.getLock("orders") (its lockWatchdogTimeout
+  # is 60s); the command gets its Redisson owner field
+  tenure run --redisson --java-watchdog 60s --ttl 60s --wait 30s orders -- \
+    sh -c './settle-orders --owner "$TENURE_REDISSON_FIELD"'`
+
+func newRunCmd(g *globals) *cobra.Command {
+	var o runOptions
+	var rf redissonRunFlags
+	cmd := &cobra.Command{
+		Use: "run [flags] NAME [--] COMMAND [ARGS...]\n  tenure run -n N [flags] NAME [--] COMMAND [ARGS...]\n" +
+			"  tenure run --shared [flags] NAME [--] COMMAND [ARGS...]\n  tenure run [flags] NAME",
+		Short:             "Run a command while holding NAME (a lease, permit or read lock), or hold NAME",
+		Long:              runLong + commandRule("run") + "\n\n" + runExitStatuses,
+		Example:           runExample,
 		Args:              cobra.ArbitraryArgs,
 		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -248,14 +268,11 @@ func newRunCmd(g *globals) *cobra.Command {
 			}
 			r := &runner{g: g, o: o, name: inv.name, argv: inv.argv, releaseTimeout: rt, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr(),
 				waitGiven: cmd.Flags().Changed("wait")}
-			if asRedisson {
-				return r.runRedisson(cmd) // redisson.go
-			}
-			return r.run()
+			return rf.dispatch(cmd, r) // redisson.go
 		},
 	}
 	o.add(cmd)
-	addRedissonFlag(cmd, &asRedisson, runRedissonUsage)
+	rf.add(cmd)
 	// COMMAND's flags are its own: tenure's stop at NAME.
 	cmd.Flags().SetInterspersed(false)
 	return cmd
@@ -367,7 +384,11 @@ func (r *runner) commandLost(l *lease.Lease, cause error, dead bool) error {
 // so that a wrong address does not hang a script that relies on the
 // default --wait forever.
 func (r *runner) connect(ctx, wctx context.Context) (*conns, error) {
-	feature := runFeature(r.o.permits, r.o.shared)
+	return r.connectAs(ctx, wctx, runFeature(r.o.permits, r.o.shared))
+}
+
+// connectAs is connect for feature (connectFor's).
+func (r *runner) connectAs(ctx, wctx context.Context, feature string) (*conns, error) {
 	if !r.waitGiven || (!r.o.wait.forever && r.o.wait.d == 0) {
 		return r.g.connectFor(ctx, feature)
 	}

@@ -100,6 +100,11 @@ func newStatusCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if h.Kind == "free" {
+				if done, err := redissonInstead(cmd, g, o, args[0]); done { // redisson_status.go
+					return err
+				}
+			}
 			switch {
 			case o.check:
 				return checkHeld(h, o.permits)
