@@ -96,11 +96,23 @@ func hookedClient(t *testing.T, h *replyHook) *redis.Client {
 
 func hasArg(cmd redis.Cmder, arg string) bool {
 	for _, a := range cmd.Args() {
-		if s, ok := a.(string); ok && s == arg {
+		if argString(a) == arg {
 			return true
 		}
 	}
 	return false
+}
+
+// argString is a command argument as a string: the scripts pass their
+// keys as *string (backend.Script), which go-redis writes as the string.
+func argString(a any) string {
+	switch v := a.(type) {
+	case string:
+		return v
+	case *string:
+		return *v
+	}
+	return ""
 }
 
 // lockReplies picks the replies of the lock scripts of key: three
@@ -133,7 +145,7 @@ func acquireReplies(timeouts string) func(redis.Cmder) bool {
 // timeouts are at timeouts: 3 keys and 4 arguments after the script.
 func updateReplies(timeouts string) func(redis.Cmder) bool {
 	return func(cmd redis.Cmder) bool {
-		return len(cmd.Args()) == 10 && hasArg(cmd, timeouts) && cmd.Args()[4] == timeouts
+		return len(cmd.Args()) == 10 && hasArg(cmd, timeouts) && argString(cmd.Args()[4]) == timeouts
 	}
 }
 
