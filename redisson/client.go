@@ -136,6 +136,8 @@ type Client struct {
 
 	permits permitSet // the RPermitExpirableSemaphore permits it holds
 
+	guards sync.WaitGroup // each hold's listener (guard)
+
 	// stripes serialize the acquisitions of one field (stripe).
 	stripes [64]sync.Mutex
 }
@@ -226,6 +228,7 @@ func (c *Client) Close() error {
 		h.cancel(lease.ErrClosed)
 	}
 	errs = append(errs, c.permits.close(c.cfg.opTimeout)...)
+	c.guards.Wait()
 	return errors.Join(errs...)
 }
 
@@ -255,6 +258,14 @@ type holdKey struct {
 // the prefix of its timeout keys.
 type item struct {
 	key, field, timeouts string
+}
+
+// channel is where the lock of k's kind is released, or forced.
+func (k holdKey) channel() string {
+	if k.kind == readLock || k.kind == writeLock {
+		return rwChannel(k.raw)
+	}
+	return lockChannel(k.raw)
 }
 
 func (k holdKey) item() item {

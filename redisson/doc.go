@@ -81,7 +81,12 @@
 // sent + ttl − drift, sent being when the request that set the TTL was
 // sent (docs/design.md S2). A renewal that finds the field gone loses the
 // hold with lease.ErrLost; one that cannot reach Redis retries until the
-// deadline. tenure's renewal sets a TTL only when it lengthens it; a Java
+// deadline. A holder also listens to its lock's channel (the
+// subscription its Client's waiters on it use, shared): a force unlock
+// publishes what a release does, and on any message the holder looks at
+// its field at once, its hold ending with lease.ErrLost wrapping
+// ErrForceUnlocked when it is gone, rather than a third of the TTL later.
+// tenure's renewal sets a TTL only when it lengthens it; a Java
 // reader's renewal sets the read-write lock's hash to its own watchdog
 // time outright, so a Go TTL above the Java services' would be cut short:
 // New refuses a WithWatchdogTimeout above WithJavaWatchdogTimeout
@@ -100,9 +105,11 @@
 // message wakes it, at the holder's TTL (a holder can die) and at its
 // backoff step (WithBackOff). As in Redisson's LockPubSub, a "0" wakes one
 // waiter of the Client (the first not woken yet) and a "1" every one; a
-// waiter that leaves without the lock passes its wake on. Each waited-on channel costs a pub/sub connection per
-// kind while someone in the Client waits on it; an RFairLock's waiters
-// each wait on a channel of their own, so each costs its own.
+// waiter that leaves without the lock passes its wake on. Each channel
+// costs a pub/sub connection per kind while someone in the Client waits
+// on it or holds its lock (a holder listens for a force unlock); an
+// RFairLock's waiters each wait on a channel of their own, so each costs
+// its own. BenchmarkHeldLocks measures a held name's cost.
 //
 // # What holds when Go and Java share a name
 //
@@ -138,6 +145,9 @@
 //	  [ReentryCounts, ForceUnlockIsLoss]
 //	Loss detection at the next renewal (ErrLost) holds        holds for the Go holder, a Java
 //	  [ForceUnlockIsLoss, TestDoReportsLoss]                  forceUnlock included
+//	A force unlock's message ends the hold at    holds        holds for the Go holder, either
+//	  once, not at the next renewal                           kind of pub/sub on a Cluster
+//	  [TestJavaForceUnlockEndsHold]
 //	Exec writes only while held; Do reports loss holds        holds for the Go holder
 //	  [TestExecWritesOnlyWhileHeld, TestDoReportsLoss]
 //	A resent unlock is applied once (latch)      holds        holds [TestUnlockLatchAnswersACopy]

@@ -116,8 +116,9 @@ func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error
 // ForceUnlock deletes the lock whoever holds it, and tells its waiters, as
 // Redisson's forceUnlock: an RLock's hash goes whatever it holds; a read
 // lock's only in mode read and a write lock's only in mode write. It
-// reports whether anything was deleted. Holders are not told: a Go holder
-// finds out at its next renewal (lease.ErrLost), a Java holder never.
+// reports whether anything was deleted. A Go holder hears the message
+// too, finds its field gone, and its hold ends at once (lease.ErrLost,
+// ErrForceUnlocked); a Java holder never learns.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if l.err != nil {
 		return false, l.err
@@ -494,6 +495,12 @@ func (c *Client) held(ctx context.Context, l *Lock, key holdKey, owner Owner, a 
 		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, lease.ErrClosed)
 	}
 	h.entry = e
+	c.mu.Lock()
+	if !c.closed {
+		c.guards.Add(1)
+		go c.guard(h)
+	}
+	c.mu.Unlock()
 	return newHold(l, h, a.token), nil
 }
 
@@ -562,8 +569,10 @@ func (h *Hold) Token() int64 {
 // Context returns a context that carries the owner (locking the same name
 // under it enters again) and is cancelled when this Hold is unlocked
 // (cause lease.ErrReleased), the lock is lost (lease.ErrLost: a renewal
-// found the owner's field gone, or the local deadline came with no renewal
-// confirmed) or the Client closes (lease.ErrClosed). It is cancelled no
+// found the owner's field gone, a message on the lock's channel made the
+// holder look and its field was gone (ErrForceUnlocked), or the local
+// deadline came with no renewal confirmed) or the Client closes
+// (lease.ErrClosed). It is cancelled no
 // later than the local deadline: sent + ttl − drift.
 func (h *Hold) Context() context.Context {
 	if h == nil {
