@@ -85,9 +85,9 @@ func (r *runner) runRedisson(cmd *cobra.Command) error {
 			return fmt.Sprintf("Redisson lock %q was lost: %s", r.name, oneLine(bare(cause)))
 		},
 	}
-	// dead (the group is confirmed gone) matters only to a revoked tenure
-	// lease (release_revoked.lua); a Redisson lock is never revoked.
-	code, lost, _, err := supervise(r.argv, env, r.sigs, hd, r.o.f.timing(), r.stderr)
+	// dead (the group is confirmed gone) lets a revoked holder confirm
+	// (redissonLost).
+	code, lost, dead, err := supervise(r.argv, env, r.sigs, hd, r.o.f.timing(), r.stderr)
 	// The unlock is bounded by --release-timeout, and after a loss by the
 	// local deadline too: tenure's exit must come before anyone else could
 	// be let in.
@@ -99,7 +99,7 @@ func (r *runner) runRedisson(cmd *cobra.Command) error {
 	uerr := h.Unlock(uctx)
 	ucancel()
 	if lost != nil {
-		return fail(r.o.f.lostExit, "Redisson lock %q was lost %s: %s; %s", r.name, lostWhen(lost), oneLine(bare(lost)), lostDone(lost))
+		return r.redissonLost(lost, dead, client.one(), h.Field())
 	}
 	if err != nil {
 		return err
@@ -148,6 +148,10 @@ type redissonStatus struct {
 	TTLms  int64            `json:"ttl_ms"`
 	Token  int64            `json:"token"`
 	Owners map[string]int64 `json:"owners,omitempty"`
+	// Revoked are the holders' fields and counts that release --force
+	// --redisson revoked: the hash stays held until each has confirmed
+	// that its work is dead, or until its TTL runs out.
+	Revoked map[string]int64 `json:"revoked,omitempty"`
 	// Waiting is the length of the RFairLock queue
 	// redisson_lock_queue:{NAME}: waiters, those whose timeout passed
 	// included until an attempt drops them; 0 for other kinds.
@@ -180,6 +184,7 @@ func showRedisson(cmd *cobra.Command, g *globals, o statusOptions, args []string
 	if h.TTL < 0 {
 		s.TTLms = -1
 	}
+	s.revokedOf()
 	switch {
 	case o.check:
 		if h.Kind == tenureinspect.Free {
@@ -208,6 +213,10 @@ func printRedisson(out io.Writer, s redissonStatus) error {
 	fmt.Fprintf(tw, "token\t%d\n", s.Token)
 	if len(s.Owners) > 0 {
 		fmt.Fprintf(tw, "owners\t%s\n", ownersText(s.Owners))
+	}
+	if len(s.Revoked) > 0 {
+		fmt.Fprintf(tw, "revoked\t%s: held until it confirms that its work is dead, or %v at most (its TTL)\n",
+			ownersText(s.Revoked), time.Duration(max(s.TTLms, 0))*time.Millisecond)
 	}
 	if s.Waiting > 0 {
 		fmt.Fprintf(tw, "waiting\t%d (RFairLock queue)\n", s.Waiting)
