@@ -3,6 +3,7 @@ package redisson_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -129,5 +130,33 @@ func TestUpgradeRefused(t *testing.T) {
 	}
 	if err := w.Unlock(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestHeldHereSaysSo: a second Lock of one Client with no owner in its
+// context is a new owner: its refusal says that the name is held by this
+// same Client, and under which owner.
+func TestHeldHereSaysSo(t *testing.T) {
+	ctx := bounded(t, 30*time.Second)
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	cl := newClient(t, c)
+	lk := cl.GetLock("here-" + uuid())
+	h, err := lk.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	for what, take := range map[string]func(context.Context) (*redisson.Hold, error){"TryLock": lk.TryLock, "Lock": lk.Lock} {
+		_, err := take(wctx)
+		if !errors.Is(err, lease.ErrNotAcquired) || !errors.Is(err, redisson.ErrHeldHere) || !strings.Contains(err.Error(), h.Field()) {
+			t.Errorf("%s without an owner beside the Client's own hold: %v, want ErrHeldHere naming %s", what, err, h.Field())
+		}
+	}
+	// Another Client's refusal says nothing of the kind.
+	other := newClient(t, c)
+	if _, err := other.GetLock(lk.Name()).TryLock(ctx); !errors.Is(err, lease.ErrNotAcquired) || errors.Is(err, redisson.ErrHeldHere) {
+		t.Errorf("another Client's TryLock: %v", err)
 	}
 }

@@ -260,6 +260,47 @@ func (l *Lock) take(ctx context.Context, wait bool, leaseTime time.Duration) (*H
 	if l.err != nil {
 		return nil, l.err
 	}
+	h, err := l.attempts(ctx, wait, leaseTime)
+	if _, named := OwnerFrom(ctx); err != nil && !named && errors.Is(err, lease.ErrNotAcquired) {
+		// A second Lock without an owner is a new owner, which waits
+		// for the first: say so, rather than only that the wait ended.
+		if f := l.c.holderHere(l.raw); f != "" {
+			err = fmt.Errorf("%w; %w, under owner %s: lock under its Hold's Context (or WithOwner) to enter again", err, ErrHeldHere, f)
+		}
+	}
+	return h, err
+}
+
+// ErrHeldHere is joined to a refusal (lease.ErrNotAcquired) of a Lock
+// whose context named no owner, when the name is held by this same
+// Client: under another owner, which a context without one never is.
+var ErrHeldHere = errors.New("the name is held by this same Client")
+
+// holderHere returns the field of an owner of this Client holding raw,
+// or "".
+func (c *Client) holderHere(raw string) string {
+	c.mu.Lock()
+	holds := make([]*hold, 0, 1)
+	for k, h := range c.holds {
+		if k.raw == raw {
+			holds = append(holds, h)
+		}
+	}
+	c.mu.Unlock()
+	for _, h := range holds {
+		h.mu.Lock()
+		alive := h.count > 0 && h.ctx.Err() == nil
+		h.mu.Unlock()
+		if alive {
+			return h.key.field
+		}
+	}
+	return ""
+}
+
+// attempts is take's loop: it tries, and waits while another holds the
+// lock.
+func (l *Lock) attempts(ctx context.Context, wait bool, leaseTime time.Duration) (*Hold, error) {
 	owner, key := l.ownerKey(ctx)
 	if l.kind == writeLock && l.c.holding(holdKey{kind: readLock, raw: l.raw, field: owner.Field()}) {
 		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, ErrUpgrade)
