@@ -205,9 +205,14 @@
 //	                                                          [DeadJavaHolderExpires]
 //
 // Redisson sends its lock scripts without retries (syncedEvalNoRetry): a
-// lock script that ran twice would count one entry twice. Give a Client a
-// go-redis client that does not resend them either (MaxRetries -1): by
-// default go-redis may resend a command whose reply timed out.
+// lock script that ran twice would count one entry twice. New refuses a
+// go-redis client that resends them (MaxRetries above 0 once go-redis has
+// normalized it: its default, 0, means 3 retries), with an error saying to
+// set MaxRetries: -1 [TestNewRefusesResendingClient]. A ClusterClient's
+// nodes do not retry by default, but the ClusterClient itself sends a
+// command again after a network error, within the MaxRedirects attempts
+// with which it follows MOVED and ASK: that is not refused, for it cannot
+// be turned off without losing the redirections.
 //
 // What no lock can promise (docs/design.md, "What no lease can promise")
 // applies on both sides: a pause longer than the hold's remaining life, a

@@ -55,7 +55,9 @@ func (r *runner) runRedisson(cmd *cobra.Command) error {
 	}
 	defer client.Close()
 	ttl := time.Duration(r.o.f.ttl)
-	rc, err := redisson.New(client.one(), redisson.WithWatchdogTimeout(ttl))
+	once := noResend(client.one())
+	defer once.Close()
+	rc, err := redisson.New(once, redisson.WithWatchdogTimeout(ttl))
 	if err != nil {
 		return fail(exitUsage, "--redisson: %v", err)
 	}
@@ -111,6 +113,26 @@ func (r *runner) runRedisson(cmd *cobra.Command) error {
 		fmt.Fprintf(r.stderr, "tenure: the unlock of Redisson lock %q was not confirmed (%v): it expires by its TTL, %v\n", r.name, uerr, ttl)
 	}
 	return status(code)
+}
+
+// noResend returns a client of c's servers that does not resend a
+// command whose reply was lost (MaxRetries -1), as redisson.New requires:
+// a lock script run twice would count its entry twice. tenure's other
+// clients retry once (target.client), which its own scripts allow.
+func noResend(c redis.UniversalClient) redis.UniversalClient {
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.MaxRetries = -1
+		return redis.NewClusterClient(&o)
+	case *redis.Client:
+		// A Sentinel group's client too: its options carry the dialer
+		// that asks the sentinels for the primary.
+		o := *c.Options()
+		o.MaxRetries = -1
+		return redis.NewClient(&o)
+	}
+	return c
 }
 
 // redissonHolders says who holds a Redisson lock, from one read.
