@@ -66,6 +66,70 @@
 // for Go and Java holders alike; HoldCount and IsHeldByOwner ask about the
 // owner the context carries.
 //
+// # Redisson's methods, and tenure's names for them
+//
+// Every method of RLock, RFencedLock, RReadWriteLock, RFairLock and
+// RPermitExpirableSemaphore (their Async, Rx and Reactive twins alike),
+// and what tenure offers for it. A Java "thread" is the owner a context
+// carries (WithOwner); a Java wait time is the context's deadline.
+//
+//	Redisson                            tenure
+//	RLock, RFairLock, RFencedLock, either half of an RReadWriteLock
+//	  lock()                            Lock.Lock (renewed by the watchdog)
+//	  lock(leaseTime)                   Lock.LockFor (never renewed)
+//	  lockInterruptibly(...)            Lock.Lock, LockFor: ctx ends the wait
+//	  tryLock()                         Lock.TryLock
+//	  tryLock(waitTime)                 Lock.Lock, ctx with a deadline
+//	  tryLock(waitTime, leaseTime)      Lock.LockFor, ctx with a deadline
+//	  unlock()                          Hold.Unlock (per entry)
+//	  forceUnlock()                     Lock.ForceUnlock
+//	  isLocked()                        Lock.IsLocked
+//	  isHeldByCurrentThread(),
+//	  isHeldByThread(id)                Lock.IsHeldByOwner
+//	  getHoldCount()                    Lock.HoldCount
+//	  remainTimeToLive()                Lock.RemainingTTL
+//	  getName()                         Lock.Name (Key: the mapped name)
+//	  newCondition()                    not offered: Redisson throws
+//	                                    UnsupportedOperationException too
+//	  deleteAsync/expire/... (RObject)  not offered: a lock's keys are its
+//	                                    holders'; use ForceUnlock
+//	RFencedLock
+//	  lockAndGetToken(), tryLockAndGetToken(...)
+//	                                    Lock, TryLock, LockFor, then
+//	                                    Hold.Token
+//	  getToken()                        not offered: the counter's current
+//	                                    value fences nothing; a Hold's own
+//	                                    token does (Hold.Token)
+//	RReadWriteLock
+//	  readLock(), writeLock()           ReadWriteLock.ReadLock, WriteLock;
+//	                                    a reader's write lock is ErrUpgrade
+//	RPermitExpirableSemaphore
+//	  acquire(), acquire(leaseTime)     PermitSemaphore.Acquire (0: none)
+//	  tryAcquire(), tryAcquire(wait,
+//	  lease)                            TryAcquire; Acquire with a ctx
+//	                                    deadline
+//	  release(id), tryRelease(id)       PermitSemaphore.Release, Permit.Release
+//	  availablePermits()                AvailablePermits
+//	  trySetPermits(n), setPermits(n)   TrySetPermits, SetPermits
+//	  addPermits(n)                     AddPermits
+//	  updateLeaseTime(id, lease)        Permit.UpdateLeaseTime
+//	  acquire(n, ...), tryAcquire(n,
+//	  ...), release(ids),
+//	  tryRelease(ids)                   not offered yet: one permit a call
+//	  getLeaseTime(id),
+//	  acquiredPermits()                 not offered yet (Permit.Deadline
+//	                                    gives a Go permit's local end)
+//	RedissonMultiLock                   not offered yet
+//	RedissonRedLock                     not offered: deprecated by Redisson;
+//	                                    tenure's quorum mode is the lease's
+//	                                    (package lease, several servers)
+//
+// A re-entry with a fixed lease, or into a hold that has one, is refused
+// (ErrLeaseReentry): Redisson sets the hash's TTL to the new entry's
+// lease, which could cut a longer one short under its holder. A Lock with
+// no owner in its context refused beside the Client's own hold says so
+// (ErrHeldHere), naming the owner to lock under.
+//
 // Each unlock carries a fresh request id and Redisson's unlock latch
 // (3.24+): redisson_unlock_latch:{NAME}:<request id> remembers the answer
 // for WithUnlockLatchTimeout (at most the watchdog timeout), so an unlock
