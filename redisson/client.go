@@ -63,6 +63,8 @@ var (
 	semAvailableSrc string
 	//go:embed scripts/sem_update.lua
 	semUpdateSrc string
+	//go:embed scripts/sem_acquired.lua
+	semAcquiredSrc string
 
 	// Each runs with EVALSHA, and EVAL when the server does not know it
 	// (go-redis's Script.Run).
@@ -86,6 +88,7 @@ var (
 	semAddScript       = redis.NewScript(publishSrc + semAddSrc)
 	semAvailableScript = redis.NewScript(publishSrc + semReclaimSrc + semAvailableSrc)
 	semUpdateScript    = redis.NewScript(publishSrc + semReclaimSrc + semUpdateSrc)
+	semAcquiredScript  = redis.NewScript(publishSrc + semReclaimSrc + semAcquiredSrc)
 )
 
 // MaxNameLen is the longest name accepted, in bytes, prefix included.

@@ -116,8 +116,8 @@
 //	  acquire(n, ...), tryAcquire(n,
 //	  ...), release(ids),
 //	  tryRelease(ids)                   not offered yet: one permit a call
-//	  getLeaseTime(id),
-//	  acquiredPermits()                 not offered yet (Permit.Deadline
+//	  acquiredPermits()                 AcquiredPermits
+//	  getLeaseTime(id)                  not offered yet (Permit.Deadline
 //	                                    gives a Go permit's local end)
 //	RedissonMultiLock                   not offered yet
 //	RedissonRedLock                     not offered: deprecated by Redisson;
