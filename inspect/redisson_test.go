@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/inspect"
 	"github.com/tenure-go/tenure/redisson"
 	"github.com/tenure-go/tenure/tests/redistest"
@@ -15,7 +17,11 @@ import (
 func TestReadRedisson(t *testing.T) {
 	srv := redistest.Start(t)
 	raw := srv.Client(t)
-	cl, err := redisson.New(srv.Client(t), redisson.WithNamePrefix("app:"))
+	o := srv.Options()
+	o.MaxRetries = -1 // redisson.New refuses a client that resends
+	rc := redis.NewClient(o)
+	defer rc.Close()
+	cl, err := redisson.New(rc, redisson.WithNamePrefix("app:"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,6 +64,8 @@ var (
 	semAvailableSrc string
 	//go:embed scripts/sem_update.lua
 	semUpdateSrc string
+	//go:embed scripts/sem_acquired.lua
+	semAcquiredSrc string
 
 	// Each runs with EVALSHA, and EVAL when the server does not know it
 	// (backend.Script, which works in FIPS 140-only mode).
@@ -87,6 +89,7 @@ var (
 	semAddScript       = backend.NewScript(publishSrc + semAddSrc)
 	semAvailableScript = backend.NewScript(publishSrc + semReclaimSrc + semAvailableSrc)
 	semUpdateScript    = backend.NewScript(publishSrc + semReclaimSrc + semUpdateSrc)
+	semAcquiredScript  = backend.NewScript(publishSrc + semReclaimSrc + semAcquiredSrc)
 )
 
 // MaxNameLen is the longest name accepted, in bytes, prefix included.
@@ -137,6 +140,8 @@ type Client struct {
 
 	permits permitSet // the RPermitExpirableSemaphore permits it holds
 
+	guards sync.WaitGroup // each hold's listener (guard)
+
 	// stripes serialize the acquisitions of one field (stripe).
 	stripes [64]sync.Mutex
 }
@@ -151,10 +156,18 @@ func (c *Client) stripe(key holdKey) *sync.Mutex {
 }
 
 // New returns a Client over c: a *redis.Client for one server (or a
-// Sentinel group's primary), a *redis.ClusterClient for a Cluster.
+// Sentinel group's primary), a *redis.ClusterClient for a Cluster. c must
+// not resend commands (MaxRetries: -1 in its options): go-redis's default
+// resends a command whose reply was lost up to 3 times, and a lock script
+// run twice counts its entry twice; New refuses such a client with an
+// error wrapping lease.ErrInvalidOption.
 func New(c redis.UniversalClient, opts ...Option) (*Client, error) {
 	if c == nil {
 		return nil, invalid("nil redis client")
+	}
+	if n, resends := resends(c); resends {
+		return nil, invalid("the redis client resends a command whose reply was lost (%d retries; go-redis's default is 3): a resent lock script counts an entry twice, and an unlock that was applied is applied again; "+
+			"set MaxRetries: -1 in its options (tenure resends an unlock itself, safely, with its latch)", n)
 	}
 	cfg := defaults()
 	for _, o := range opts {
@@ -184,6 +197,29 @@ func New(c redis.UniversalClient, opts ...Option) (*Client, error) {
 	}
 	cl.wd = watchdog.New[item](renewer{cl}, watchdog.Config{Drift: cfg.drift})
 	return cl, nil
+}
+
+// resends reports whether c resends a command whose reply was lost, and
+// its MaxRetries as go-redis normalized it: a client retries a command
+// that failed on the network MaxRetries times, which New makes 3 when
+// left 0 and 0 when set to -1. A Cluster client's nodes retry as its
+// MaxRetries says (0 there stands for none); the Cluster client itself
+// also sends a command again after a network error, up to MaxRedirects
+// times, the attempts with which it follows MOVED and ASK: that cannot be
+// turned off without losing the redirections, and is not looked at.
+func resends(c redis.UniversalClient) (int, bool) {
+	var n int
+	switch c := c.(type) {
+	case *redis.Client:
+		n = c.Options().MaxRetries
+	case *redis.ClusterClient:
+		n = c.Options().MaxRetries
+	case *redis.Ring:
+		n = c.Options().MaxRetries
+	default:
+		return 0, false
+	}
+	return n, n > 0
 }
 
 // ID returns the client id, the first half of this Client's fields.
@@ -227,6 +263,7 @@ func (c *Client) Close() error {
 		h.cancel(lease.ErrClosed)
 	}
 	errs = append(errs, c.permits.close(c.cfg.opTimeout)...)
+	c.guards.Wait()
 	return errors.Join(errs...)
 }
 
@@ -256,6 +293,14 @@ type holdKey struct {
 // the prefix of its timeout keys.
 type item struct {
 	key, field, timeouts string
+}
+
+// channel is where the lock of k's kind is released, or forced.
+func (k holdKey) channel() string {
+	if k.kind == readLock || k.kind == writeLock {
+		return rwChannel(k.raw)
+	}
+	return lockChannel(k.raw)
 }
 
 func (k holdKey) item() item {

@@ -66,6 +66,70 @@
 // for Go and Java holders alike; HoldCount and IsHeldByOwner ask about the
 // owner the context carries.
 //
+// # Redisson's methods, and tenure's names for them
+//
+// Every method of RLock, RFencedLock, RReadWriteLock, RFairLock and
+// RPermitExpirableSemaphore (their Async, Rx and Reactive twins alike),
+// and what tenure offers for it. A Java "thread" is the owner a context
+// carries (WithOwner); a Java wait time is the context's deadline.
+//
+//	Redisson                            tenure
+//	RLock, RFairLock, RFencedLock, either half of an RReadWriteLock
+//	  lock()                            Lock.Lock (renewed by the watchdog)
+//	  lock(leaseTime)                   Lock.LockFor (never renewed)
+//	  lockInterruptibly(...)            Lock.Lock, LockFor: ctx ends the wait
+//	  tryLock()                         Lock.TryLock
+//	  tryLock(waitTime)                 Lock.Lock, ctx with a deadline
+//	  tryLock(waitTime, leaseTime)      Lock.LockFor, ctx with a deadline
+//	  unlock()                          Hold.Unlock (per entry)
+//	  forceUnlock()                     Lock.ForceUnlock
+//	  isLocked()                        Lock.IsLocked
+//	  isHeldByCurrentThread(),
+//	  isHeldByThread(id)                Lock.IsHeldByOwner
+//	  getHoldCount()                    Lock.HoldCount
+//	  remainTimeToLive()                Lock.RemainingTTL
+//	  getName()                         Lock.Name (Key: the mapped name)
+//	  newCondition()                    not offered: Redisson throws
+//	                                    UnsupportedOperationException too
+//	  deleteAsync/expire/... (RObject)  not offered: a lock's keys are its
+//	                                    holders'; use ForceUnlock
+//	RFencedLock
+//	  lockAndGetToken(), tryLockAndGetToken(...)
+//	                                    Lock, TryLock, LockFor, then
+//	                                    Hold.Token
+//	  getToken()                        not offered: the counter's current
+//	                                    value fences nothing; a Hold's own
+//	                                    token does (Hold.Token)
+//	RReadWriteLock
+//	  readLock(), writeLock()           ReadWriteLock.ReadLock, WriteLock;
+//	                                    a reader's write lock is ErrUpgrade
+//	RPermitExpirableSemaphore
+//	  acquire(), acquire(leaseTime)     PermitSemaphore.Acquire (0: none)
+//	  tryAcquire(), tryAcquire(wait,
+//	  lease)                            TryAcquire; Acquire with a ctx
+//	                                    deadline
+//	  release(id), tryRelease(id)       PermitSemaphore.Release, Permit.Release
+//	  availablePermits()                AvailablePermits
+//	  trySetPermits(n), setPermits(n)   TrySetPermits, SetPermits
+//	  addPermits(n)                     AddPermits
+//	  updateLeaseTime(id, lease)        Permit.UpdateLeaseTime
+//	  acquire(n, ...), tryAcquire(n,
+//	  ...), release(ids),
+//	  tryRelease(ids)                   not offered yet: one permit a call
+//	  acquiredPermits()                 AcquiredPermits
+//	  getLeaseTime(id)                  not offered yet (Permit.Deadline
+//	                                    gives a Go permit's local end)
+//	RedissonMultiLock                   not offered yet
+//	RedissonRedLock                     not offered: deprecated by Redisson;
+//	                                    tenure's quorum mode is the lease's
+//	                                    (package lease, several servers)
+//
+// A re-entry with a fixed lease, or into a hold that has one, is refused
+// (ErrLeaseReentry): Redisson sets the hash's TTL to the new entry's
+// lease, which could cut a longer one short under its holder. A Lock with
+// no owner in its context refused beside the Client's own hold says so
+// (ErrHeldHere), naming the owner to lock under.
+//
 // Each unlock carries a fresh request id and Redisson's unlock latch
 // (3.24+): redisson_unlock_latch:{NAME}:<request id> remembers the answer
 // for WithUnlockLatchTimeout (at most the watchdog timeout), so an unlock
@@ -81,7 +145,12 @@
 // sent + ttl − drift, sent being when the request that set the TTL was
 // sent (docs/design.md S2). A renewal that finds the field gone loses the
 // hold with lease.ErrLost; one that cannot reach Redis retries until the
-// deadline. tenure's renewal sets a TTL only when it lengthens it; a Java
+// deadline. A holder also listens to its lock's channel (the
+// subscription its Client's waiters on it use, shared): a force unlock
+// publishes what a release does, and on any message the holder looks at
+// its field at once, its hold ending with lease.ErrLost wrapping
+// ErrForceUnlocked when it is gone, rather than a third of the TTL later.
+// tenure's renewal sets a TTL only when it lengthens it; a Java
 // reader's renewal sets the read-write lock's hash to its own watchdog
 // time outright, so a Go TTL above the Java services' would be cut short:
 // New refuses a WithWatchdogTimeout above WithJavaWatchdogTimeout
@@ -100,9 +169,11 @@
 // message wakes it, at the holder's TTL (a holder can die) and at its
 // backoff step (WithBackOff). As in Redisson's LockPubSub, a "0" wakes one
 // waiter of the Client (the first not woken yet) and a "1" every one; a
-// waiter that leaves without the lock passes its wake on. Each waited-on channel costs a pub/sub connection per
-// kind while someone in the Client waits on it; an RFairLock's waiters
-// each wait on a channel of their own, so each costs its own.
+// waiter that leaves without the lock passes its wake on. Each channel
+// costs a pub/sub connection per kind while someone in the Client waits
+// on it or holds its lock (a holder listens for a force unlock); an
+// RFairLock's waiters each wait on a channel of their own, so each costs
+// its own. BenchmarkHeldLocks measures a held name's cost.
 //
 // # What holds when Go and Java share a name
 //
@@ -138,6 +209,9 @@
 //	  [ReentryCounts, ForceUnlockIsLoss]
 //	Loss detection at the next renewal (ErrLost) holds        holds for the Go holder, a Java
 //	  [ForceUnlockIsLoss, TestDoReportsLoss]                  forceUnlock included
+//	A force unlock's message ends the hold at    holds        holds for the Go holder, either
+//	  once, not at the next renewal                           kind of pub/sub on a Cluster
+//	  [TestJavaForceUnlockEndsHold]
 //	Exec writes only while held; Do reports loss holds        holds for the Go holder
 //	  [TestExecWritesOnlyWhileHeld, TestDoReportsLoss]
 //	A resent unlock is applied once (latch)      holds        holds [TestUnlockLatchAnswersACopy]
@@ -195,9 +269,14 @@
 //	                                                          [DeadJavaHolderExpires]
 //
 // Redisson sends its lock scripts without retries (syncedEvalNoRetry): a
-// lock script that ran twice would count one entry twice. Give a Client a
-// go-redis client that does not resend them either (MaxRetries -1): by
-// default go-redis may resend a command whose reply timed out.
+// lock script that ran twice would count one entry twice. New refuses a
+// go-redis client that resends them (MaxRetries above 0 once go-redis has
+// normalized it: its default, 0, means 3 retries), with an error saying to
+// set MaxRetries: -1 [TestNewRefusesResendingClient]. A ClusterClient's
+// nodes do not retry by default, but the ClusterClient itself sends a
+// command again after a network error, within the MaxRedirects attempts
+// with which it follows MOVED and ASK: that is not refused, for it cannot
+// be turned off without losing the redirections.
 //
 // What no lock can promise (docs/design.md, "What no lease can promise")
 // applies on both sides: a pause longer than the hold's remaining life, a

@@ -13,7 +13,7 @@ import (
 // A Go service takes the lock a Java service takes with
 // redisson.getLock("invoices"): the same hash, field and count.
 func Example() {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer rdb.Close()
 	client, err := redisson.New(rdb)
 	if err != nil {
@@ -45,7 +45,7 @@ func Example() {
 // A Go service takes a token from the counter a Java RFencedLock draws
 // from, and passes it to the resource it writes, which refuses older ones.
 func ExampleClient_GetFencedLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer rdb.Close()
 	client, err := redisson.New(rdb)
 	if err != nil {
@@ -66,7 +66,7 @@ func ExampleClient_GetFencedLock() {
 
 // Readers share a Redisson read-write lock; a writer waits for them.
 func ExampleClient_GetReadWriteLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer rdb.Close()
 	client, err := redisson.New(rdb)
 	if err != nil {
@@ -100,7 +100,7 @@ func ExampleClient_GetReadWriteLock() {
 // redisson.getFairLock("payouts"): waiters get in first come, first
 // served, each woken on its own channel by the release before it.
 func ExampleClient_GetFairLock() {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer rdb.Close()
 	client, err := redisson.New(rdb)
 	if err != nil {
@@ -141,7 +141,7 @@ func ExampleClient_GetFairLock() {
 // redisson.getPermitExpirableSemaphore("exports"), leased for a minute:
 // its context ends before the permit could expire in this host's clock.
 func ExampleClient_GetPermitExpirableSemaphore() {
-	rdb := redis.NewClient(&redis.Options{Addr: redisAddr})
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer rdb.Close()
 	client, err := redisson.New(rdb)
 	if err != nil {

@@ -49,13 +49,13 @@ func (l *Lock) fairArgs(ctx context.Context, wait bool) fairArgs {
 }
 
 // tryFair runs one attempt at a fair lock, with now in this host's clock.
-func (l *Lock) tryFair(ctx context.Context, field string, fw fairArgs, now time.Time) ([]int64, error) {
+func (l *Lock) tryFair(ctx context.Context, field string, fw fairArgs, now time.Time, ttl int64) ([]int64, error) {
 	queue := "0"
 	if fw.queue {
 		queue = "1"
 	}
 	keys := []string{l.raw, queueKey(l.raw), timeoutKey(l.raw)}
-	return fairLockScript.Run(ctx, l.c.c, keys, ms(l.c.cfg.ttl), field, fw.wait, now.UnixMilli(), queue).Int64Slice()
+	return fairLockScript.Run(ctx, l.c.c, keys, ttl, field, fw.wait, now.UnixMilli(), queue).Int64Slice()
 }
 
 // waitChannel is the channel a waiter of this lock with field listens on.

@@ -17,7 +17,10 @@ import (
 // state is set up by hand: a live waiter would take the lock before it
 // could be caught giving up there.
 func TestFairLeavePassesWake(t *testing.T) {
-	c := redistest.Start(t).Client(t)
+	o := redistest.Start(t).Options()
+	o.MaxRetries = -1 // New refuses a client that resends
+	c := redis.NewClient(o)
+	defer c.Close()
 	cl, err := New(c)
 	if err != nil {
 		t.Fatal(err)

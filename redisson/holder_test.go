@@ -15,7 +15,7 @@ import (
 )
 
 func TestOptionsAreValidated(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer c.Close()
 	for name, opts := range map[string][]redisson.Option{
 		"Go TTL above Java's":      {redisson.WithWatchdogTimeout(time.Minute)},
@@ -50,6 +50,39 @@ func TestOptionsAreValidated(t *testing.T) {
 // TestCancelledBeforeServerExpiry cuts a holder off from Redis: its
 // context must end, with ErrLost, while the server still holds its field,
 // so nobody else could have been let in yet.
+// TestNewRefusesResendingClient: a client that resends a command whose
+// reply was lost (go-redis's default MaxRetries, 3 retries) could run a
+// lock script twice and count one entry twice: New refuses it, saying what
+// to set.
+func TestNewRefusesResendingClient(t *testing.T) {
+	cluster := redistest.NewCluster(t, 3, 0)
+	retrying := cluster.ClusterOptions()
+	retrying.MaxRetries = 2
+	for name, c := range map[string]redis.UniversalClient{
+		"default":            redis.NewClient(&redis.Options{Addr: redisAddr}),
+		"MaxRetries 3":       redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: 3}),
+		"cluster MaxRetries": redis.NewClusterClient(retrying),
+	} {
+		_, err := redisson.New(c)
+		if !errors.Is(err, lease.ErrInvalidOption) || !strings.Contains(err.Error(), "MaxRetries: -1") {
+			t.Errorf("%s: %v, want ErrInvalidOption saying to set MaxRetries: -1", name, err)
+		}
+		_ = c.Close()
+	}
+	for name, c := range map[string]redis.UniversalClient{
+		"MaxRetries -1":   redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1}),
+		"cluster default": redis.NewClusterClient(cluster.ClusterOptions()), // its nodes do not retry
+	} {
+		cl, err := redisson.New(c)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+		} else {
+			_ = cl.Close()
+		}
+		_ = c.Close()
+	}
+}
+
 func TestCancelledBeforeServerExpiry(t *testing.T) {
 	srv := redistest.Start(t)
 	admin := srv.Client(t)
@@ -84,7 +117,7 @@ func TestCancelledBeforeServerExpiry(t *testing.T) {
 // TestRenewalsMoveTheDeadline: each renewal is told on Renewals, with
 // the deadline moved forward.
 func TestRenewalsMoveTheDeadline(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer c.Close()
 	cl := newClient(t, c, redisson.WithWatchdogTimeout(time.Second))
 	ctx := bounded(t, 30*time.Second)
@@ -109,7 +142,7 @@ func TestRenewalsMoveTheDeadline(t *testing.T) {
 }
 
 func TestExecWritesOnlyWhileHeld(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer c.Close()
 	cl := newClient(t, c)
 	ctx := bounded(t, 30*time.Second)
@@ -146,7 +179,7 @@ func TestExecWritesOnlyWhileHeld(t *testing.T) {
 }
 
 func TestDoReportsLoss(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer c.Close()
 	cl := newClient(t, c, redisson.WithWatchdogTimeout(600*time.Millisecond))
 	ctx := bounded(t, 30*time.Second)
@@ -168,7 +201,7 @@ func TestDoReportsLoss(t *testing.T) {
 }
 
 func TestCloseReleasesAndTellsJava(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer c.Close()
 	cl, err := redisson.New(c)
 	if err != nil {
@@ -222,7 +255,7 @@ func TestNilHold(t *testing.T) {
 // again: the new entry is a fresh hold, the old one is lost at once, and
 // its Unlock cannot take the new entry back.
 func TestEntryAfterUnnoticedLoss(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer c.Close()
 	cl := newClient(t, c) // 30s TTL: no renewal comes during the test
 	ctx := bounded(t, 20*time.Second)
@@ -314,7 +347,7 @@ func TestTimedOutAcquireLeavesNoPhantom(t *testing.T) {
 // is a refusal that waiting does not change: Lock returns it at once
 // rather than waiting until its context ends.
 func TestRefusalEndsTheWait(t *testing.T) {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	defer c.Close()
 	ctx := context.Background()
 	if err := c.Set(ctx, "not-a-lock", "x", time.Minute).Err(); err != nil {

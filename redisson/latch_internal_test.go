@@ -5,13 +5,18 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/tenure-go/tenure/tests/redistest"
 )
 
 // TestUnlockLatchAnswersACopy: an unlock resent with its request id (its
 // reply lost) is answered from Redisson's latch key, not applied twice.
 func TestUnlockLatchAnswersACopy(t *testing.T) {
-	c := redistest.Start(t).Client(t)
+	o := redistest.Start(t).Options()
+	o.MaxRetries = -1 // New refuses a client that resends
+	c := redis.NewClient(o)
+	defer c.Close()
 	cl, err := New(c)
 	if err != nil {
 		t.Fatal(err)

@@ -88,7 +88,7 @@ func (h *replyHook) openAfter(ctx context.Context, d time.Duration) {
 
 // hookedClient returns a go-redis client of the test server with h.
 func hookedClient(t *testing.T, h *replyHook) *redis.Client {
-	c := redis.NewClient(&redis.Options{Addr: redisAddr})
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	c.AddHook(h)
 	t.Cleanup(func() { _ = c.Close() })
 	return c
@@ -168,7 +168,7 @@ func TestLateLockReplyNotHandedOver(t *testing.T) {
 	hook := newReplyHook(lockReplies(name))
 	hook.held.Store(1)
 	a := newClient(t, hookedClient(t, hook), redisson.WithWatchdogTimeout(time.Second))
-	plain := redis.NewClient(&redis.Options{Addr: redisAddr})
+	plain := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	t.Cleanup(func() { _ = plain.Close() })
 	b := newClient(t, plain)
 
@@ -305,7 +305,7 @@ func lateTryLock(t *testing.T, lock func(*redisson.Client, string) *redisson.Loc
 func TestLatePermitReplyNotHandedOver(t *testing.T) {
 	ctx := bounded(t, time.Minute)
 	name := uniqueName(t)
-	plain := redis.NewClient(&redis.Options{Addr: redisAddr})
+	plain := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	t.Cleanup(func() { _ = plain.Close() })
 	b := newClient(t, plain)
 	sb := b.GetPermitExpirableSemaphore(name)
@@ -364,7 +364,7 @@ func TestLatePermitReplyGivenBack(t *testing.T) {
 	const leaseTime = 4 * time.Second
 	ctx := bounded(t, time.Minute)
 	name := uniqueName(t)
-	admin := redis.NewClient(&redis.Options{Addr: redisAddr})
+	admin := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	t.Cleanup(func() { _ = admin.Close() })
 	s0 := newClient(t, admin).GetPermitExpirableSemaphore(name)
 	if err := s0.SetPermits(ctx, 1); err != nil {
@@ -403,7 +403,7 @@ func TestShorterLeaseMovesDeadlineFirst(t *testing.T) {
 			const shorter = 4 * time.Second // the local deadline 2s before it
 			ctx := bounded(t, time.Minute)
 			name := uniqueName(t)
-			plain := redis.NewClient(&redis.Options{Addr: redisAddr})
+			plain := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 			t.Cleanup(func() { _ = plain.Close() })
 			sb := newClient(t, plain).GetPermitExpirableSemaphore(name)
 			if err := sb.SetPermits(ctx, 1); err != nil {
@@ -460,7 +460,7 @@ func TestPermitUpdatedAfterItsEndIsGivenBack(t *testing.T) {
 			t.Parallel()
 			ctx := bounded(t, time.Minute)
 			name := uniqueName(t)
-			plain := redis.NewClient(&redis.Options{Addr: redisAddr})
+			plain := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 			t.Cleanup(func() { _ = plain.Close() })
 			sb := newClient(t, plain).GetPermitExpirableSemaphore(name)
 			if err := sb.SetPermits(ctx, 1); err != nil {

@@ -79,11 +79,78 @@ func (l *Lock) Channel() string {
 // publishes, and looks again at the holder's TTL or its backoff step at
 // the latest. ctx bounds the wait, not the hold; a wait that ends returns
 // an error wrapping lease.ErrNotAcquired.
-func (l *Lock) Lock(ctx context.Context) (*Hold, error) { return l.take(ctx, true) }
+func (l *Lock) Lock(ctx context.Context) (*Hold, error) { return l.take(ctx, true, 0) }
 
 // TryLock is Lock without waiting: it returns an error wrapping
 // lease.ErrNotAcquired at once when another owner holds the lock.
-func (l *Lock) TryLock(ctx context.Context) (*Hold, error) { return l.take(ctx, false) }
+func (l *Lock) TryLock(ctx context.Context) (*Hold, error) { return l.take(ctx, false, 0) }
+
+// LockFor is Lock with a fixed lease, as Redisson's lock(leaseTime): the
+// hash lives lease from when the request was sent and is never renewed;
+// the Hold's context ends at its local deadline, sent + lease − drift,
+// unless it was unlocked before. An owner that holds the lock already
+// cannot enter it again with a lease, nor enter a leased hold again
+// (ErrLeaseReentry): the entry would set the hash's TTL anew, and could
+// cut it short under the holder's feet (docs/design.md S8). A read or
+// write lock's lease must not exceed WithJavaWatchdogTimeout.
+func (l *Lock) LockFor(ctx context.Context, leaseTime time.Duration) (*Hold, error) {
+	if err := l.checkLease(leaseTime); err != nil {
+		return nil, err
+	}
+	return l.take(ctx, true, leaseTime)
+}
+
+// TryLockFor is TryLock with a fixed lease, as Redisson's tryLock(0,
+// leaseTime): see LockFor. Redisson's tryLock(waitTime, leaseTime) is
+// LockFor with a context that ends after waitTime.
+func (l *Lock) TryLockFor(ctx context.Context, leaseTime time.Duration) (*Hold, error) {
+	if err := l.checkLease(leaseTime); err != nil {
+		return nil, err
+	}
+	return l.take(ctx, false, leaseTime)
+}
+
+// ErrUpgrade is why a write lock is refused, at once, to an owner that
+// holds the read lock of the same RReadWriteLock in this Client: Redisson
+// lets no reader become a writer, so it would wait for itself until its
+// context ended. Unlock the read lock first. It is wrapped with
+// lease.ErrNotAcquired; package rwlock's ErrUpgrade is the same refusal.
+var ErrUpgrade = errors.New("a reader cannot upgrade to a writer: unlock the read lock first")
+
+// holding reports whether key's owner holds its lock in this Client.
+func (c *Client) holding(key holdKey) bool {
+	c.mu.Lock()
+	h := c.holds[key]
+	c.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count > 0 && h.ctx.Err() == nil
+}
+
+// ErrLeaseReentry is why LockFor or TryLockFor is refused to an owner that
+// holds the lock already, and Lock or TryLock to one that holds it with a
+// fixed lease. It is wrapped with lease.ErrNotAcquired.
+var ErrLeaseReentry = errors.New("a re-entry with a fixed lease, or into one, is not offered: it would set the hash's TTL anew and could cut it short")
+
+// checkLease returns why lease is no lease time for l: too short to leave
+// room for the drift, or, for a read-write lock, longer than the Java
+// services' watchdog timeout, to which a Java reader's renewal sets the
+// hash.
+func (l *Lock) checkLease(lease time.Duration) error {
+	cfg := &l.c.cfg
+	switch {
+	case lease < MinWatchdogTimeout:
+		return invalid("lease time %v is below %v", lease, MinWatchdogTimeout)
+	case cfg.drift(lease) >= lease:
+		return invalid("lease time %v leaves nothing after the drift %v", lease, cfg.drift(lease))
+	case (l.kind == readLock || l.kind == writeLock) && lease > cfg.javaTTL:
+		return invalid("lease time %v exceeds the Java services' %v (WithJavaWatchdogTimeout): a Java reader's renewal would cut it short", lease, cfg.javaTTL)
+	}
+	return nil
+}
 
 // Do takes the lock (waiting as Lock does), runs fn with a context that
 // ends when ctx or the hold ends, and unlocks when fn returns. It returns
@@ -116,8 +183,9 @@ func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error) error
 // ForceUnlock deletes the lock whoever holds it, and tells its waiters, as
 // Redisson's forceUnlock: an RLock's hash goes whatever it holds; a read
 // lock's only in mode read and a write lock's only in mode write. It
-// reports whether anything was deleted. Holders are not told: a Go holder
-// finds out at its next renewal (lease.ErrLost), a Java holder never.
+// reports whether anything was deleted. A Go holder hears the message
+// too, finds its field gone, and its hold ends at once (lease.ErrLost,
+// ErrForceUnlocked); a Java holder never learns.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	if l.err != nil {
 		return false, l.err
@@ -145,11 +213,20 @@ type attempt struct {
 	token int64 // a fenced lock's
 	count int64 // the owner's entries after this one
 	sent  time.Time
+	lease time.Duration // a fixed lease; 0: the watchdog's TTL, renewed
 }
 
-func (l *Lock) try(ctx context.Context, field string, fw fairArgs) (attempt, error) {
-	ttl := ms(l.c.cfg.ttl)
-	a := attempt{sent: time.Now()}
+// ttl is the TTL the attempt sets.
+func (a attempt) ttl(c *Client) time.Duration {
+	if a.lease > 0 {
+		return a.lease
+	}
+	return c.cfg.ttl
+}
+
+func (l *Lock) try(ctx context.Context, field string, fw fairArgs, leaseTime time.Duration) (attempt, error) {
+	a := attempt{sent: time.Now(), lease: leaseTime}
+	ttl := ms(a.ttl(l.c))
 	var v []int64
 	var err error
 	switch l.kind {
@@ -164,7 +241,7 @@ func (l *Lock) try(ctx context.Context, field string, fw fairArgs) (attempt, err
 	case writeLock:
 		v, err = writeLockScript.Run(ctx, l.c.c, []string{l.raw}, ttl, field).Int64Slice()
 	case fairLock:
-		v, err = l.tryFair(ctx, field, fw, a.sent)
+		v, err = l.tryFair(ctx, field, fw, a.sent, ttl)
 	}
 	if err != nil {
 		return a, err
@@ -179,11 +256,55 @@ func (l *Lock) try(ctx context.Context, field string, fw fairArgs) (attempt, err
 	return a, nil
 }
 
-func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
+func (l *Lock) take(ctx context.Context, wait bool, leaseTime time.Duration) (*Hold, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
+	h, err := l.attempts(ctx, wait, leaseTime)
+	if _, named := OwnerFrom(ctx); err != nil && !named && errors.Is(err, lease.ErrNotAcquired) {
+		// A second Lock without an owner is a new owner, which waits
+		// for the first: say so, rather than only that the wait ended.
+		if f := l.c.holderHere(l.raw); f != "" {
+			err = fmt.Errorf("%w; %w, under owner %s: lock under its Hold's Context (or WithOwner) to enter again", err, ErrHeldHere, f)
+		}
+	}
+	return h, err
+}
+
+// ErrHeldHere is joined to a refusal (lease.ErrNotAcquired) of a Lock
+// whose context named no owner, when the name is held by this same
+// Client: under another owner, which a context without one never is.
+var ErrHeldHere = errors.New("the name is held by this same Client")
+
+// holderHere returns the field of an owner of this Client holding raw,
+// or "".
+func (c *Client) holderHere(raw string) string {
+	c.mu.Lock()
+	holds := make([]*hold, 0, 1)
+	for k, h := range c.holds {
+		if k.raw == raw {
+			holds = append(holds, h)
+		}
+	}
+	c.mu.Unlock()
+	for _, h := range holds {
+		h.mu.Lock()
+		alive := h.count > 0 && h.ctx.Err() == nil
+		h.mu.Unlock()
+		if alive {
+			return h.key.field
+		}
+	}
+	return ""
+}
+
+// attempts is take's loop: it tries, and waits while another holds the
+// lock.
+func (l *Lock) attempts(ctx context.Context, wait bool, leaseTime time.Duration) (*Hold, error) {
 	owner, key := l.ownerKey(ctx)
+	if l.kind == writeLock && l.c.holding(holdKey{kind: readLock, raw: l.raw, field: owner.Field()}) {
+		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, ErrUpgrade)
+	}
 	fw := l.fairArgs(ctx, wait)
 	var wake <-chan struct{}
 	var bo backoff.BackOff
@@ -195,7 +316,7 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 		if err := l.c.stillWanted(ctx, l.name); err != nil {
 			return nil, err
 		}
-		h, a, err := l.tryHold(ctx, key, owner, fw)
+		h, a, err := l.tryHold(ctx, key, owner, fw, leaseTime)
 		switch {
 		case h != nil:
 			got = true
@@ -236,7 +357,7 @@ func (l *Lock) take(ctx context.Context, wait bool) (*Hold, error) {
 // tryHold makes one attempt for key's owner and hands over what it won:
 // the Hold, or what the attempt answered (a.ok false: another holds the
 // lock) or an error (a.ok true: won, but not handed over).
-func (l *Lock) tryHold(ctx context.Context, key holdKey, owner Owner, fw fairArgs) (*Hold, attempt, error) {
+func (l *Lock) tryHold(ctx context.Context, key holdKey, owner Owner, fw fairArgs, leaseTime time.Duration) (*Hold, attempt, error) {
 	// Acquisitions of one owner's field are serialized in the Client, so
 	// that the count the server answers follows the order in which they
 	// are recorded: held trusts a count of 1 to mean that the owner had
@@ -244,7 +365,10 @@ func (l *Lock) tryHold(ctx context.Context, key holdKey, owner Owner, fw fairArg
 	mu := l.c.stripe(key)
 	mu.Lock()
 	defer mu.Unlock()
-	a, err := l.try(ctx, key.field, fw)
+	if l.c.leaseReentry(key, leaseTime) {
+		return nil, attempt{ok: true}, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, ErrLeaseReentry)
+	}
+	a, err := l.try(ctx, key.field, fw, leaseTime)
 	switch {
 	case err != nil:
 		// Under the stripe: a concurrent entry of the same owner,
@@ -420,6 +544,22 @@ type hold struct {
 	count int        // entries not yet unlocked
 
 	renewed chan struct{} // poked after each successful renewal
+	leased  bool          // a fixed lease (LockFor): never renewed nor re-entered
+}
+
+// leaseReentry reports whether an entry with lease (0: none) of key's
+// owner must be refused (ErrLeaseReentry): the owner holds the lock
+// already, and the entry or the hold has a fixed lease. Under key's stripe.
+func (c *Client) leaseReentry(key holdKey, leaseTime time.Duration) bool {
+	c.mu.Lock()
+	h := c.holds[key]
+	c.mu.Unlock()
+	if h == nil {
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.count > 0 && h.ctx.Err() == nil && (leaseTime > 0 || h.leased)
 }
 
 // Lost implements watchdog.Holder.
@@ -467,7 +607,7 @@ func (c *Client) held(ctx context.Context, l *Lock, key holdKey, owner Owner, a 
 			// with the others, and set the TTL again.
 			h.count++
 			h.mu.Unlock()
-			_ = c.wd.Extended(h.entry, a.sent, c.cfg.ttl, c.cfg.ttl/3)
+			_ = c.wd.Extended(h.entry, a.sent, c.cfg.ttl, c.cfg.ttl/3) // never a leased one (leaseReentry)
 			return newHold(l, h, a.token), nil
 		}
 		if alive && a.count == 1 {
@@ -481,19 +621,25 @@ func (c *Client) held(ctx context.Context, l *Lock, key holdKey, owner Owner, a 
 		h.mu.Unlock()
 	}
 	hctx, cancel := context.WithCancelCause(WithOwner(context.WithoutCancel(ctx), owner))
-	h = &hold{c: c, key: key, owner: owner, ctx: hctx, cancel: cancel, count: 1, renewed: make(chan struct{}, 1)}
+	h = &hold{c: c, key: key, owner: owner, ctx: hctx, cancel: cancel, count: 1, renewed: make(chan struct{}, 1), leased: a.lease > 0}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	c.mu.Lock()
 	c.holds[key] = h
 	c.mu.Unlock()
-	e, err := c.wd.Add(key.item(), c.cfg.ttl, a.sent, c.cfg.ttl/3, true, h)
+	e, err := c.wd.Add(key.item(), a.ttl(c), a.sent, a.ttl(c)/3, a.lease == 0, h)
 	if err != nil {
 		c.forget(h)
 		cancel(lease.ErrClosed)
 		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, l.name, lease.ErrClosed)
 	}
 	h.entry = e
+	c.mu.Lock()
+	if !c.closed {
+		c.guards.Add(1)
+		go c.guard(h)
+	}
+	c.mu.Unlock()
 	return newHold(l, h, a.token), nil
 }
 
@@ -562,8 +708,10 @@ func (h *Hold) Token() int64 {
 // Context returns a context that carries the owner (locking the same name
 // under it enters again) and is cancelled when this Hold is unlocked
 // (cause lease.ErrReleased), the lock is lost (lease.ErrLost: a renewal
-// found the owner's field gone, or the local deadline came with no renewal
-// confirmed) or the Client closes (lease.ErrClosed). It is cancelled no
+// found the owner's field gone, a message on the lock's channel made the
+// holder look and its field was gone (ErrForceUnlocked), or the local
+// deadline came with no renewal confirmed) or the Client closes
+// (lease.ErrClosed). It is cancelled no
 // later than the local deadline: sent + ttl − drift.
 func (h *Hold) Context() context.Context {
 	if h == nil {

@@ -43,7 +43,14 @@ type subscription struct {
 	// counted: each message is a number of permits, which wakes as many
 	// waiters (Redisson's SemaphorePubSub), rather than a lock's "0"/"1".
 	counted bool
+	// watchers are the Client's holders of the lock: every message, and
+	// every error of a connection, pokes each of them (a force unlock
+	// publishes what a release does), without taking a waiter's wake.
+	watchers []chan struct{}
 }
+
+// unused reports whether s serves nobody any more, under n.mu.
+func (s *subscription) unused() bool { return len(s.waiters) == 0 && len(s.watchers) == 0 }
 
 func newNotifier(c redis.UniversalClient) *notifier {
 	_, cluster := c.(*redis.ClusterClient)
@@ -78,12 +85,7 @@ func (n *notifier) listenKind(ctx context.Context, channel string, counted bool)
 		n.mu.Unlock()
 		return nil, nil, errNotifierClosed
 	}
-	s := n.subs[channel]
-	if s == nil {
-		s = &subscription{channel: channel, ready: make(chan struct{}), counted: counted}
-		n.subs[channel] = s
-		n.open(s)
-	}
+	s := n.subscribe(channel, counted)
 	s.waiters = append(s.waiters, wake)
 	n.mu.Unlock()
 	stop := func(passOn bool) {
@@ -91,23 +93,67 @@ func (n *notifier) listenKind(ctx context.Context, channel string, counted bool)
 		if i := slices.Index(s.waiters, wake); i >= 0 {
 			s.waiters = slices.Delete(s.waiters, i, i+1)
 		}
-		var conns []*redis.PubSub
-		if len(s.waiters) == 0 && n.subs[channel] == s {
-			delete(n.subs, channel)
-			conns = s.conns
-		} else if passOn {
+		if !s.unused() && passOn {
 			s.wakeOne()
 		}
-		n.mu.Unlock()
-		for _, ps := range conns {
-			_ = ps.Close()
-		}
+		n.release(s)
 	}
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
 	}
 	return wake, stop, nil
+}
+
+// subscribe returns channel's subscription, opened if it has none, under
+// n.mu.
+func (n *notifier) subscribe(channel string, counted bool) *subscription {
+	s := n.subs[channel]
+	if s == nil {
+		s = &subscription{channel: channel, ready: make(chan struct{}), counted: counted}
+		n.subs[channel] = s
+		n.open(s)
+	}
+	return s
+}
+
+// release closes s if it serves nobody any more. It takes n.mu, held by
+// the caller.
+func (n *notifier) release(s *subscription) {
+	var conns []*redis.PubSub
+	if s.unused() && n.subs[s.channel] == s {
+		delete(n.subs, s.channel)
+		conns = s.conns
+	}
+	n.mu.Unlock()
+	for _, ps := range conns {
+		_ = ps.Close()
+	}
+}
+
+// watch registers a holder on channel: the returned channel is poked
+// (one buffered slot) on every message and on every error of a
+// subscription, and ready is closed once the subscriptions are confirmed
+// (or failed). A holder shares channel's subscription with every waiter
+// and holder of the Client on it: it opens none of its own. stop
+// unregisters it, closing the subscription with its last user.
+func (n *notifier) watch(channel string) (poke <-chan struct{}, ready <-chan struct{}, stop func(), err error) {
+	w := make(chan struct{}, 1)
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.closed {
+		return nil, nil, nil, errNotifierClosed
+	}
+	s := n.subscribe(channel, false)
+	s.watchers = append(s.watchers, w)
+	stop = func() {
+		n.mu.Lock()
+		if i := slices.Index(s.watchers, w); i >= 0 {
+			s.watchers = slices.Delete(s.watchers, i, i+1)
+		}
+		n.release(s)
+	}
+	return w, s.ready, stop, nil
 }
 
 // open starts the subscriptions of s, under n.mu.
@@ -174,6 +220,9 @@ func (n *notifier) receive(s *subscription, ps *redis.PubSub, sharded bool, done
 			return
 		}
 		done() // a failed subscription: the waiter falls back on its timers
+		n.mu.Lock()
+		s.pokeWatchers() // a message may have been missed: they look
+		n.mu.Unlock()
 		n.wake(s, true)
 		// go-redis dials again on the next Receive: pause, so that a
 		// server that is down is not hammered.
@@ -195,6 +244,9 @@ func (n *notifier) current(s *subscription) bool {
 // min(waiters, n) permits of its latch; one that is not a number, every
 // waiter.
 func (n *notifier) deliver(s *subscription, payload string) {
+	n.mu.Lock()
+	s.pokeWatchers()
+	n.mu.Unlock()
 	if !s.counted {
 		n.wake(s, payload != "0")
 		return
@@ -234,6 +286,16 @@ func (s *subscription) wakeOne() {
 		case w <- struct{}{}:
 			return
 		default: // woken already and not yet looking: the next one
+		}
+	}
+}
+
+// pokeWatchers pokes every holder of s, under n.mu.
+func (s *subscription) pokeWatchers() {
+	for _, w := range s.watchers {
+		select {
+		case w <- struct{}{}:
+		default:
 		}
 	}
 }

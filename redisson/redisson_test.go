@@ -30,12 +30,36 @@ func patient() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }
 
 func newClient(t testing.TB, c redis.UniversalClient, opts ...redisson.Option) *redisson.Client {
 	t.Helper()
-	cl, err := redisson.New(c, opts...)
+	cl, err := redisson.New(noResend(t, c), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cl.Close() })
 	return cl
+}
+
+// noResend returns c, or a client of the same servers that does not
+// resend commands (MaxRetries -1), which New requires: the test servers'
+// clients (redistest) keep go-redis's default. Hooks added to c are not
+// carried over: a test that adds one builds its client with MaxRetries -1.
+func noResend(t testing.TB, c redis.UniversalClient) redis.UniversalClient {
+	switch rc := c.(type) {
+	case *redis.Client:
+		if o := *rc.Options(); o.MaxRetries > 0 {
+			o.MaxRetries = -1
+			nc := redis.NewClient(&o)
+			t.Cleanup(func() { _ = nc.Close() })
+			return nc
+		}
+	case *redis.ClusterClient:
+		if o := *rc.Options(); o.MaxRetries > 0 {
+			o.MaxRetries = -1
+			nc := redis.NewClusterClient(&o)
+			t.Cleanup(func() { _ = nc.Close() })
+			return nc
+		}
+	}
+	return c
 }
 
 // bounded is a generous bound on a wait that should end far sooner: a
@@ -50,7 +74,7 @@ func bounded(t testing.TB, d time.Duration) context.Context {
 // TestDeployments runs every scenario where Go and Java share names on
 // one server and on a three-primary Cluster (sharded pub/sub, Redis 7).
 func TestDeployments(t *testing.T) {
-	srv := redis.NewClient(&redis.Options{Addr: redisAddr})
+	srv := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	t.Cleanup(func() { _ = srv.Close() })
 	cluster := redistest.NewCluster(t, 3, 0).Client(t)
 	for _, d := range []struct {

@@ -118,6 +118,19 @@ func (s *PermitSemaphore) AvailablePermits(ctx context.Context) (int, error) {
 	return int(n), err
 }
 
+// AcquiredPermits returns how many permits are taken, by Go and Java
+// holders alike, as Java's acquiredPermits(): permits expired in this
+// host's clock are reclaimed first (and the waiters told), as Java's
+// does; permits without a lease time count.
+func (s *PermitSemaphore) AcquiredPermits(ctx context.Context) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	keys := []string{s.raw, s.timeouts, s.channel}
+	n, err := semAcquiredScript.Run(ctx, s.c.c, keys, time.Now().UnixMilli(), s.c.publish).Int64()
+	return int(n), err
+}
+
 // Acquire takes a permit, waiting while none is free: it is woken by the
 // number a release (Java's or Go's) publishes, and looks again when the
 // earliest permit taken expires (in its taker's clock, read from this

@@ -103,7 +103,9 @@ func (r *runner) runRedisson(cmd *cobra.Command, f redissonRunFlags) error {
 	}
 	defer client.Close()
 	ttl := time.Duration(r.o.f.ttl)
-	rc, err := redisson.New(client.one(), redisson.WithWatchdogTimeout(ttl),
+	once := noResend(client.one())
+	defer once.Close()
+	rc, err := redisson.New(once, redisson.WithWatchdogTimeout(ttl),
 		redisson.WithJavaWatchdogTimeout(time.Duration(f.javaWatchdog)))
 	if err != nil {
 		return fail(exitUsage, "--redisson: %v", err)
@@ -127,12 +129,12 @@ func (r *runner) runRedisson(cmd *cobra.Command, f redissonRunFlags) error {
 			return fmt.Sprintf("Redisson lock %q was lost: %s", r.name, redissonLoss(cause))
 		},
 	}
-	// dead (the group is confirmed gone) matters only to a revoked tenure
-	// lease (release_revoked.lua).
-	code, lost, _, err := supervise(r.argv, env, r.sigs, hd, r.o.f.timing(), r.stderr)
+	// dead (the group is confirmed gone) lets a revoked holder confirm
+	// (redissonLost).
+	code, lost, dead, err := supervise(r.argv, env, r.sigs, hd, r.o.f.timing(), r.stderr)
 	uerr := r.unlockRedisson(h, lost)
 	if lost != nil {
-		return fail(r.o.f.lostExit, "Redisson lock %q was lost %s: %s; %s", r.name, lostWhen(lost), redissonLoss(lost), lostDone(lost))
+		return r.redissonLost(lost, dead, client.one(), h.Field())
 	}
 	if err != nil {
 		return err
@@ -292,6 +294,26 @@ func redissonLoss(cause error) string {
 	return oneLine(bare(cause))
 }
 
+// noResend returns a client of c's servers that does not resend a
+// command whose reply was lost (MaxRetries -1), as redisson.New requires:
+// a lock script run twice would count its entry twice. tenure's other
+// clients retry once (target.client), which its own scripts allow.
+func noResend(c redis.UniversalClient) redis.UniversalClient {
+	switch c := c.(type) {
+	case *redis.ClusterClient:
+		o := *c.Options()
+		o.MaxRetries = -1
+		return redis.NewClusterClient(&o)
+	case *redis.Client:
+		// A Sentinel group's client too: its options carry the dialer
+		// that asks the sentinels for the primary.
+		o := *c.Options()
+		o.MaxRetries = -1
+		return redis.NewClient(&o)
+	}
+	return c
+}
+
 // redissonHolders says who holds a Redisson lock, from one read.
 func redissonHolders(ctx context.Context, c redis.UniversalClient, name string) string {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
@@ -327,6 +349,10 @@ type redissonStatus struct {
 	TTLms  int64            `json:"ttl_ms"`
 	Token  int64            `json:"token"`
 	Owners map[string]int64 `json:"owners,omitempty"`
+	// Revoked are the holders' fields and counts that release --force
+	// --redisson revoked: the hash stays held until each has confirmed
+	// that its work is dead, or until its TTL runs out.
+	Revoked map[string]int64 `json:"revoked,omitempty"`
 	// Waiting is the length of the RFairLock queue
 	// redisson_lock_queue:{NAME}: waiters, those whose timeout passed
 	// included until an attempt drops them; 0 for other kinds.
@@ -362,6 +388,7 @@ func showRedisson(cmd *cobra.Command, g *globals, o statusOptions, args []string
 	if h.TTL < 0 {
 		s.TTLms = -1
 	}
+	s.revokedOf()
 	switch {
 	case o.check:
 		if h.Kind == tenureinspect.Free {
@@ -390,6 +417,10 @@ func printRedisson(out io.Writer, s redissonStatus) error {
 	fmt.Fprintf(tw, "token\t%d\n", s.Token)
 	if len(s.Owners) > 0 {
 		fmt.Fprintf(tw, "owners\t%s\n", ownersText(s.Owners))
+	}
+	if len(s.Revoked) > 0 {
+		fmt.Fprintf(tw, "revoked\t%s: held until it confirms that its work is dead, or %v at most (its TTL)\n",
+			ownersText(s.Revoked), time.Duration(max(s.TTLms, 0))*time.Millisecond)
 	}
 	if s.Waiting > 0 {
 		fmt.Fprintf(tw, "waiting\t%d (RFairLock queue)\n", s.Waiting)

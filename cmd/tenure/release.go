@@ -66,12 +66,8 @@ func (s releaseScripts) Run(ctx context.Context, c redis.UniversalClient, keys [
 	return s.classic.Run(ctx, c, keys, args...)
 }
 
-func newReleaseCmd(g *globals) *cobra.Command {
-	var force, now bool
-	cmd := &cobra.Command{
-		Use:   "release --force [--now] NAME",
-		Short: "Take NAME from whoever holds it (operators only)",
-		Long: `Revoke the lease, reentrant lock or permits (a semaphore's, or a read-write
+// releaseLong is release's help.
+const releaseLong = `Revoke the lease, reentrant lock or permits (a semaphore's, or a read-write
 lock's readers: every permit at once) on NAME, whoever holds them, and publish
 on the name's release channel. It prints what it revoked.
 
@@ -92,21 +88,41 @@ TTL; a reentrant lock's owners never confirm (no tenure command holds one),
 so it is freed at its TTL. Running release --force again on a revoked name
 changes nothing.
 
+With --redisson, NAME is a Redisson lock (RLock, RFencedLock, RFairLock or
+RReadWriteLock): each holder's field <client id>:<thread id> in its hash is
+replaced by a revocation field, "tenure-revoked:" and the holder's field,
+which keeps the hash and its TTL, so that Java and Go lockers still find it
+held; '0' is published on its channel (redisson_lock__channel:{NAME}). A
+"tenure run --redisson" holder hears it, finds its field gone, stops its
+command, waits for its group to be gone, then deletes the hash and publishes
+'0', which lets the waiters in. A Java or library holder never confirms: the
+hash expires with its TTL. "tenure status --redisson" shows it revoked, with
+the time left.
+
 With --now, NAME is deleted at once instead, as release --force did before
-revocations: waiters take it at once, while the old holder's command may
-still run (a command that ignores SIGTERM runs until SIGKILL just before the
-old deadline, up to a TTL). tenure warns of that on stderr. --now also frees
-a revoked name at once.
+revocations (as Java's forceUnlock does, with --redisson): waiters take it at
+once, while the old holder's command may still run (a command that ignores
+SIGTERM runs until SIGKILL just before the old deadline, up to a TTL). tenure
+warns of that on stderr. --now also frees a revoked name at once.
 
 A key without a TTL, and a key of a Redis type tenure did not write, are
-deleted: there is no holder's TTL to wait out. The fencing counter is kept,
-so the next holder's fence is still larger than every earlier one.
+deleted: there is no holder's TTL to wait out (with --redisson, a key that is
+not a hash is left alone, and the exit status is 1). The fencing counter is
+kept, so the next holder's fence is still larger than every earlier one.
 
 --force is required: this breaks the holder's hold on purpose.
 
-` + operatorExitStatuses,
+` + operatorExitStatuses
+
+func newReleaseCmd(g *globals) *cobra.Command {
+	var force, now, rsn bool
+	cmd := &cobra.Command{
+		Use:   "release --force [--now] [--redisson] NAME",
+		Short: "Take NAME from whoever holds it (operators only)",
+		Long:  releaseLong,
 		Example: `  tenure release --force nightly-report
-  tenure release --force --now nightly-report   # free at once; the old command may still run`,
+  tenure release --force --now nightly-report   # free at once; the old command may still run
+  tenure release --force --redisson orders      # a Redisson lock, revoked as Java clients respect`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -117,45 +133,53 @@ so the next holder's fence is still larger than every earlier one.
 			if err := checkName(name); err != nil {
 				return fail(exitUsage, "%v", err)
 			}
-			ctx := context.Background()
-			client, err := g.connect(ctx)
-			if err != nil {
-				return err
+			if rsn {
+				return g.releaseRedisson(cmd.OutOrStdout(), name, now)
 			}
-			defer client.Close()
-			l := keys.Layout{Prefix: g.prefix}
-			k := l.Lease(name)
-			res, err := g.forceRelease(ctx, client, []string{k, l.Fence(name), l.Permits(name)}, l.Channel(name), now)
-			if err != nil {
-				return g.redisFailure(fmt.Sprintf("releasing %q (the release --force script)", name), err)
-			}
-			out := cmd.OutOrStdout()
-			switch t, _ := res[0].(string); {
-			case t == "none":
-				fmt.Fprintf(out, "%q was not held; nothing removed\n", name)
-				return nil
-			case len(res) == 3:
-				ttl, _ := res[1].(int64)
-				fmt.Fprintf(out, "%q is already revoked (%s left): it is freed once its holder confirms that its work is dead, "+
-					"or at that TTL; --now frees it at once\n", name, time.Duration(ttl)*time.Millisecond)
-				return nil
-			}
-			if err := printRemoved(out, name, k, res); err != nil {
-				return err
-			}
-			if done, _ := res[4].(string); done == "deleted" && now {
-				if ttl, _ := res[1].(int64); ttl > 0 {
-					fmt.Fprintf(g.stderr, "tenure: --now: %q is free at once, but its holder's work may still run for up to %v "+
-						"(its TTL) beside the next holder's: without --now the name would stay barred until the holder "+
-						"confirmed its work dead\n", name, time.Duration(ttl)*time.Millisecond)
-				}
-			}
-			return nil
+			return g.release(cmd.OutOrStdout(), name, now)
 		},
 	}
 	cmd.Flags().BoolVar(&force, "force", false, "really take the name from its holder")
 	cmd.Flags().BoolVar(&now, "now", false, "delete NAME at once instead of revoking it: the holder's command may still run beside the next holder's")
+	addRedissonFlag(cmd, &rsn, "NAME is a Redisson lock (its hash, as Java's Redisson keeps it): revoke its holders' fields")
 	return cmd
+}
+
+// release is "tenure release --force [--now] NAME" for tenure's names.
+func (g *globals) release(out io.Writer, name string, now bool) error {
+	ctx := context.Background()
+	client, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer client.Close()
+	l := keys.Layout{Prefix: g.prefix}
+	k := l.Lease(name)
+	res, err := g.forceRelease(ctx, client, []string{k, l.Fence(name), l.Permits(name)}, l.Channel(name), now)
+	if err != nil {
+		return g.redisFailure(fmt.Sprintf("releasing %q (the release --force script)", name), err)
+	}
+	switch t, _ := res[0].(string); {
+	case t == "none":
+		fmt.Fprintf(out, "%q was not held; nothing removed\n", name)
+		return nil
+	case len(res) == 3:
+		ttl, _ := res[1].(int64)
+		fmt.Fprintf(out, "%q is already revoked (%s left): it is freed once its holder confirms that its work is dead, "+
+			"or at that TTL; --now frees it at once\n", name, time.Duration(ttl)*time.Millisecond)
+		return nil
+	}
+	if err := printRemoved(out, name, k, res); err != nil {
+		return err
+	}
+	if done, _ := res[4].(string); done == "deleted" && now {
+		if ttl, _ := res[1].(int64); ttl > 0 {
+			fmt.Fprintf(g.stderr, "tenure: --now: %q is free at once, but its holder's work may still run for up to %v "+
+				"(its TTL) beside the next holder's: without --now the name would stay barred until the holder "+
+				"confirmed its work dead\n", name, time.Duration(ttl)*time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // printRemoved prints what release --force revoked or removed: res is

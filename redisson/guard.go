@@ -1,0 +1,66 @@
+package redisson
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tenure-go/tenure/lease"
+)
+
+// ErrForceUnlocked is why a hold ends when a message on its lock's
+// channel made it look and its field was gone: a force unlock (Java's
+// forceUnlock, or tenure's release --force --redisson) took the lock
+// away. A hold's context cause wraps it with lease.ErrLost.
+var ErrForceUnlocked = errors.New("force-unlocked: a message on its channel made it look, and its field was gone")
+
+// guard listens, for as long as h lives, to its lock's channel, and looks
+// at h's field on every message there: a force unlock deletes the hash
+// and publishes what a release does, and without this a holder would
+// learn of it only at its next renewal, a third of the TTL later (10s at
+// Redisson's default). It shares the channel's subscription with every
+// waiter and holder of the Client. It looks once too when the
+// subscription is confirmed, for a force between the grant and then.
+func (c *Client) guard(h *hold) {
+	defer c.guards.Done()
+	poke, ready, stop, err := c.notifier.watch(h.key.channel())
+	if err != nil {
+		return // the Client is closing
+	}
+	defer stop()
+	select {
+	case <-ready:
+	case <-h.ctx.Done():
+		return
+	}
+	for {
+		c.look(h)
+		select {
+		case <-poke:
+		case <-h.ctx.Done():
+			return
+		}
+	}
+}
+
+// look ends h with lease.ErrLost when its field is gone from its hash. An
+// error leaves h to its watchdog. The field of a hold that is alive never
+// comes back once gone (the owner's next entry makes a new hold), so a
+// reply that it is gone ends h whenever it comes, unless h was unlocked
+// meanwhile (its last Unlock holds h.mu while its script runs).
+func (c *Client) look(h *hold) {
+	ctx, cancel := context.WithTimeout(h.ctx, c.cfg.opTimeout)
+	defer cancel()
+	there, err := c.c.HExists(ctx, h.key.raw, h.key.field).Result()
+	if err != nil || there {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.count == 0 || h.ctx.Err() != nil {
+		return
+	}
+	_ = c.wd.Remove(h.entry)
+	c.forget(h)
+	h.cancel(fmt.Errorf("%w: redisson %s %q: %w", lease.ErrLost, h.key.kind, h.key.raw, ErrForceUnlocked))
+}
