@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -39,8 +37,8 @@ var recordWriteSrc string
 var recordDeleteSrc string
 
 var (
-	recordWrite  = redis.NewScript(recordWriteSrc)
-	recordDelete = redis.NewScript(recordDeleteSrc)
+	recordWrite  = backend.NewScript(recordWriteSrc)
+	recordDelete = backend.NewScript(recordDeleteSrc)
 )
 
 // errNotHolding is what a record script found where the lease lives on
