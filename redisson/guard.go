@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/tenure-go/tenure/lease"
 )
@@ -14,6 +15,12 @@ import (
 // away. A hold's context cause wraps it with lease.ErrLost.
 var ErrForceUnlocked = errors.New("force-unlocked: a message on its channel made it look, and its field was gone")
 
+// listenAfter is how long a hold lives before it listens to its lock's
+// channel: the longest a force unlock in a hold's first moments goes
+// unnoticed, against a subscription (a pub/sub connection, a SUBSCRIBE
+// and a look) for every short hold.
+const listenAfter = 500 * time.Millisecond
+
 // guard listens, for as long as h lives, to its lock's channel, and looks
 // at h's field on every message there: a force unlock deletes the hash
 // and publishes what a release does, and without this a holder would
@@ -21,8 +28,18 @@ var ErrForceUnlocked = errors.New("force-unlocked: a message on its channel made
 // Redisson's default). It shares the channel's subscription with every
 // waiter and holder of the Client. It looks once too when the
 // subscription is confirmed, for a force between the grant and then.
+// It starts listening only once h has lived listenAfter: a lock held for
+// less (the common cycle of a short critical section) costs no
+// subscription, and a force in that time is found by the first look.
 func (c *Client) guard(h *hold) {
 	defer c.guards.Done()
+	t := time.NewTimer(listenAfter)
+	select {
+	case <-t.C:
+	case <-h.ctx.Done():
+		t.Stop()
+		return
+	}
 	poke, ready, stop, err := c.notifier.watch(h.key.channel())
 	if err != nil {
 		return // the Client is closing
