@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tenure-go/tenure/lease"
+	"github.com/tenure-go/tenure/watchdog"
 )
 
 // leaseWatch receives a manager's hooks: it logs what the leases do (shown
@@ -124,11 +125,15 @@ func (w *leaseWatch) renewErrorOf(l *lease.Lease) func() error {
 // renewals pokes after successful renewals, many coalesced into one.
 func (w *leaseWatch) renewals() <-chan struct{} { return w.renewed }
 
-// unanswered reports whether a release's error leaves its outcome
-// unknown: Redis did not answer in time.
+// unanswered reports whether a renewal's or release's error leaves its
+// outcome unknown: Redis did not answer in time, or, for a renewal, had not
+// answered yet when the watchdog last said (watchdog.ErrUnanswered, which
+// since the watchdog sends a second attempt sooner is often the last word
+// on a renewal to a dead server).
 func unanswered(err error) bool {
 	var ne net.Error
-	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, watchdog.ErrUnanswered) ||
+		errors.As(err, &ne) && ne.Timeout()
 }
 
 // releaseAnswered reports whether every release so far was answered by
