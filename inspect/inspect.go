@@ -15,6 +15,7 @@
 package inspect
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -190,12 +191,23 @@ func readTx(ctx context.Context, c redis.UniversalClient, l keys.Layout, names [
 	})
 	// Each read of a kind the key is not (GET of a set, ...) is WRONGTYPE,
 	// which is expected; any other error, on any command, is not: a
-	// refusal of one command must not hide behind a WRONGTYPE before it.
+	// refusal of one command must not hide behind a WRONGTYPE before it,
+	// nor behind the EXECABORT that go-redis gives every command the
+	// server did not refuse itself when one was refused (NOPERM) as it
+	// was queued.
 	if err != nil {
+		var abort error
 		for _, cmd := range sent {
-			if e := cmd.Err(); e != nil && !errors.Is(e, redis.Nil) && !redis.HasErrorPrefix(e, "WRONGTYPE") {
+			switch e := cmd.Err(); {
+			case e == nil, errors.Is(e, redis.Nil), redis.HasErrorPrefix(e, "WRONGTYPE"):
+			case redis.HasErrorPrefix(e, "EXECABORT"):
+				abort = cmp.Or(abort, e)
+			default:
 				return e
 			}
+		}
+		if abort != nil {
+			return abort
 		}
 	}
 	for i, n := range names {

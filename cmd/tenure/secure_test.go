@@ -258,12 +258,16 @@ func TestACLUserCLI(t *testing.T) {
 // naming what was refused.
 func TestRefusals(t *testing.T) {
 	const user, pw = "tenure-narrow", "narrow-pw-1234"
-	// Scripts may run, but not SET (acquire.lua's); no TYPE (status), no
+	// Scripts may run, but not SET (acquire.lua's); no TYPE (status, which
+	// reads in one MULTI/EXEC: the refusal is TYPE's, not EXECABORT), no
 	// SCAN (list).
 	srv.SetUser(t, user, "on", ">"+pw, "~tenure:*", "&tenure:*", "+ping", "+evalsha", "+eval", "+time", "+get", "+exists",
-		"+pttl", "+del", "+hgetall", "+hmget", "+zcard", "+zrange", "+subscribe", "+publish")
-	delUsers(t, srv, user, "tenure-keyless")
+		"+pttl", "+del", "+hgetall", "+hmget", "+zcard", "+zrange", "+subscribe", "+publish", "+multi", "+exec")
+	delUsers(t, srv, user, "tenure-keyless", "tenure-nomulti")
 	srv.SetUser(t, "tenure-keyless", "on", ">"+pw, "~other:*", "+@all")
+	// The same without MULTI, which elections read the leader in.
+	srv.SetUser(t, "tenure-nomulti", "on", ">"+pw, "~tenure:*", "&tenure:*", "+ping", "+evalsha", "+eval", "+time", "+get",
+		"+exists", "+pttl", "+del", "+hgetall", "+hmget", "+zcard", "+zrange", "+subscribe", "+publish", "+exec")
 	withPW := func(u, p string) []string {
 		return []string{"REDIS_URL=" + userURL(srv, u), "TENURE_REDIS_PASSWORD=" + p}
 	}
@@ -307,7 +311,7 @@ func TestRefusals(t *testing.T) {
 			}
 		})
 	}
-	checkWatchRefused(t, withPW(user, pw))
+	checkWatchRefused(t, withPW(user, pw), withPW("tenure-nomulti", pw))
 }
 
 // TestSecretsNotPrinted: tenure never prints the password, whatever
@@ -495,8 +499,9 @@ func checkACLClean(t *testing.T, cmds []redistest.Command, stderr string) {
 }
 
 // checkWatchRefused checks that status --watch and elect --observe, as a
-// user (env) refused the commands they need, exit 78 at once.
-func checkWatchRefused(t *testing.T, env []string) {
+// user refused the commands they need (status: env, elect: observer),
+// exit 78 at once.
+func checkWatchRefused(t *testing.T, env, observer []string) {
 	// Refused from the start, --watch exits at once with 78.
 	code, _, stderr := result(t, on(env, "status", "--watch", "narrow"))
 	if code != exitRefused || !strings.Contains(stderr, "'type' command") {
@@ -504,14 +509,12 @@ func checkWatchRefused(t *testing.T, env []string) {
 	}
 	// So does elect --observe (which would otherwise wait on in silence:
 	// it is killed after a minute).
-	observe := on(env, "elect", "--observe", "narrow")
-	timer := time.AfterFunc(time.Minute, func() {
-		if observe.Process != nil {
-			_ = observe.Process.Kill()
-		}
-	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := on(observer, "elect", "--observe", "narrow")
+	observe := exec.CommandContext(ctx, o.Path, o.Args[1:]...)
+	observe.Env = o.Env
 	code, _, stderr = result(t, observe)
-	timer.Stop()
 	if code != exitRefused || !strings.Contains(stderr, "observing") {
 		t.Errorf("elect --observe of a refused user: %d %s", code, stderr)
 	}
