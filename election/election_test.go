@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -431,7 +430,7 @@ type guardHook struct {
 func (h guardHook) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (h guardHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, c redis.Cmder) error {
-		if h.armed.Load() && (c.Name() == "evalsha" || c.Name() == "eval") && slices.Contains(c.Args(), any("tenure:{refresh}:leader")) {
+		if h.armed.Load() && (c.Name() == "evalsha" || c.Name() == "eval") && hasKey(c, "tenure:{refresh}:leader") {
 			dl, _ := ctx.Deadline()
 			select {
 			case h.deadlines <- dl:
@@ -441,6 +440,21 @@ func (h guardHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 		return next(ctx, c)
 	}
 }
+
+// hasKey reports whether c passes key: as a string, or as the *string a
+// backend.Script passes its keys as.
+func hasKey(c redis.Cmder, key string) bool {
+	for _, a := range c.Args() {
+		if s, ok := a.(string); ok && s == key {
+			return true
+		}
+		if s, ok := a.(*string); ok && *s == key {
+			return true
+		}
+	}
+	return false
+}
+
 func (h guardHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
 }

@@ -119,6 +119,12 @@ var ErrUpgrade = errors.New("a reader cannot upgrade to a writer: unlock the rea
 
 // holding reports whether key's owner holds its lock in this Client.
 func (c *Client) holding(key holdKey) bool {
+	return c.holdingAnd(key, func(*hold) bool { return true })
+}
+
+// holdingAnd reports whether key's owner holds its lock in this Client
+// and also(h) of its hold, under the hold's lock.
+func (c *Client) holdingAnd(key holdKey, also func(*hold) bool) bool {
 	c.mu.Lock()
 	h := c.holds[key]
 	c.mu.Unlock()
@@ -127,7 +133,7 @@ func (c *Client) holding(key holdKey) bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.count > 0 && h.ctx.Err() == nil
+	return h.count > 0 && h.ctx.Err() == nil && also(h)
 }
 
 // ErrLeaseReentry is why LockFor or TryLockFor is refused to an owner that
@@ -551,15 +557,7 @@ type hold struct {
 // owner must be refused (ErrLeaseReentry): the owner holds the lock
 // already, and the entry or the hold has a fixed lease. Under key's stripe.
 func (c *Client) leaseReentry(key holdKey, leaseTime time.Duration) bool {
-	c.mu.Lock()
-	h := c.holds[key]
-	c.mu.Unlock()
-	if h == nil {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.count > 0 && h.ctx.Err() == nil && (leaseTime > 0 || h.leased)
+	return c.holdingAnd(key, func(h *hold) bool { return leaseTime > 0 || h.leased })
 }
 
 // Lost implements watchdog.Holder.

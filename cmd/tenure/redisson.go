@@ -285,6 +285,8 @@ func (r *runner) unlockRedisson(h *redisson.Hold, lost error) error {
 // library's chain names the lock at every layer it passes.
 func redissonLoss(cause error) string {
 	switch {
+	case errors.Is(cause, redisson.ErrForceUnlocked):
+		return "it was force-unlocked: a message on its channel (a Java forceUnlock, or tenure release --force --redisson) made it look, and its owner field was gone"
 	case errors.Is(cause, watchdog.ErrNotHeld), strings.Contains(cause.Error(), "field is gone"),
 		strings.Contains(cause.Error(), "field was gone"):
 		return "its owner field is gone from the hash (deleted, expired on the server, or a Java forceUnlock)"
