@@ -2,6 +2,7 @@ package watchdog_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"sync/atomic"
 	"testing"
@@ -14,6 +15,8 @@ import (
 	"github.com/tenure-go/tenure/watchdog"
 )
 
+var farlink = flag.Bool("farlink", false, "run TestFarRedisIsNotOverCapacity: 3,000 leases through a 1s link")
+
 // L3 on a real redis-server: a slow link is not overload. A watchdog of
 // four workers counted as one (Parallel 1: DefaultParallel on two or three
 // cores), with CPU to spare, renews through a proxy that makes every round
@@ -25,7 +28,17 @@ import (
 // about 710. (Here rather than in package lease, whose tests cannot pin
 // the CPU verdict: a loaded machine is short of CPU, and every batch's
 // whole time then rightly counts.)
+//
+// It runs with -farlink, beside the stress set, not in every run: whether
+// the link's share is found depends on the watchdog seeing, within two
+// seconds, answered batches of sizes at least two apart, which the
+// scheduler of a loaded machine decides (a whole-suite CI run saw only
+// like sizes once and counted 987/s). TestSlowLinkIsNotOverCapacity
+// checks the same in synctest, every run.
 func TestFarRedisIsNotOverCapacity(t *testing.T) {
+	if !*farlink {
+		t.Skip("a real-server stress test: run with -farlink")
+	}
 	const rtt, n, group, ttl = time.Second, 3000, 200, 10 * time.Second
 	srv := redistest.Start(t)
 	proxy := redistest.StartProxy(t, srv.Addr())
