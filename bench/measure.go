@@ -46,16 +46,20 @@ func (h *counter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proc
 
 func (h *counter) reset() { h.cmds.Store(0); h.trips.Store(0) }
 
+// counters maps each client newClient made to its counting hook, so that
+// an implementation that needs a client of its own options (redisson's,
+// which must not resend) can count on it too.
+var counters sync.Map
+
 // newClient returns a client of addr with a counting hook and pool of the
-// given size, its connections already open.
+// given size, its connections already open. It keeps go-redis's default
+// retries, as the peers' users do: on a loaded machine a read that timed
+// out is sent again, where without retries it fails the run.
 func newClient(addr string, pool int) (*redis.Client, *counter) {
-	// MaxRetries -1 for every implementation alike: redisson.New refuses
-	// a client that resends (a resent lock script counts an entry twice),
-	// and on loopback nothing is resent anyway.
-	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: pool, MinIdleConns: 0, ContextTimeoutEnabled: true,
-		DialTimeout: 2 * time.Second, MaxRetries: -1})
+	c := redis.NewClient(&redis.Options{Addr: addr, PoolSize: pool, MinIdleConns: 0, ContextTimeoutEnabled: true, DialTimeout: 2 * time.Second})
 	h := &counter{}
 	c.AddHook(h)
+	counters.Store(c, h)
 	warm(c, pool)
 	h.reset()
 	return c, h

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,15 +20,28 @@ func redissonImpl() impl {
 	return impl{Name: "tenure-redisson", Note: "package redisson: Redisson's RLock on tenure's watchdog; woken by Redisson's release message " +
 		"(a subscription per waited name), backoff 50ms…1s as a fallback, capped by the holder's TTL",
 		new: func(c *redis.Client, ttl time.Duration) (locker, error) {
-			cl, err := redisson.New(c, redisson.WithWatchdogTimeout(ttl))
+			// redisson.New refuses a client that resends (a resent lock
+			// script counts an entry twice): one of c's options with
+			// MaxRetries -1, counted by c's hook.
+			o := *c.Options()
+			o.MaxRetries = -1
+			once := redis.NewClient(&o)
+			if h, ok := counters.Load(c); ok {
+				once.AddHook(h.(*counter))
+			}
+			cl, err := redisson.New(once, redisson.WithWatchdogTimeout(ttl))
 			if err != nil {
+				_ = once.Close()
 				return nil, err
 			}
-			return redissonLocker{cl}, nil
+			return redissonLocker{cl, once}, nil
 		}}
 }
 
-type redissonLocker struct{ c *redisson.Client }
+type redissonLocker struct {
+	c    *redisson.Client
+	once *redis.Client
+}
 
 func (r redissonLocker) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
 	h, err := r.c.GetLock(key).Lock(ctx)
@@ -36,4 +50,4 @@ func (r redissonLocker) acquire(ctx context.Context, key string) (func(context.C
 	}
 	return h.Unlock, nil
 }
-func (r redissonLocker) close() error { return r.c.Close() }
+func (r redissonLocker) close() error { return errors.Join(r.c.Close(), r.once.Close()) }
