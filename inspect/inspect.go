@@ -31,6 +31,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/tenure-go/tenure/election"
+	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/keys"
 	"github.com/tenure-go/tenure/lease"
 )
@@ -373,13 +374,7 @@ func Names(ctx context.Context, c redis.UniversalClient, prefix, pattern string)
 		}
 		return it.Err()
 	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, c)
-	}
-	if err != nil {
+	if err := backend.EachPrimary(ctx, c, scan); err != nil {
 		return nil, err
 	}
 	return slices.Sorted(maps.Keys(seen)), nil

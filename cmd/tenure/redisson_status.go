@@ -23,7 +23,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+
 	"github.com/spf13/cobra"
+	"github.com/tenure-go/tenure/internal/backend"
 
 	tenureinspect "github.com/tenure-go/tenure/inspect"
 )
@@ -287,13 +289,7 @@ func scanHashes(ctx context.Context, c redis.UniversalClient, pattern string) ([
 		}
 		return it.Err()
 	}
-	var err error
-	if cc, ok := c.(*redis.ClusterClient); ok {
-		err = cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return scan(ctx, m) })
-	} else {
-		err = scan(ctx, c)
-	}
-	if err != nil {
+	if err := backend.EachPrimary(ctx, c, scan); err != nil {
 		return nil, err
 	}
 	return slices.Sorted(maps.Keys(seen)), nil

@@ -1,6 +1,11 @@
 package backend
 
-import "strings"
+import (
+	"context"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // slot is the Redis Cluster hash slot of key: CRC16 (XMODEM) of its hash
 // tag, or of the whole key when it has none, modulo 16384. The renewal of
@@ -27,4 +32,13 @@ func slot(key string) int {
 		}
 	}
 	return int(crc & 16383)
+}
+
+// EachPrimary runs fn on c itself, or on every primary of a Cluster client
+// at once (go-redis's ForEachMaster): what a SCAN of every key needs.
+func EachPrimary(ctx context.Context, c redis.UniversalClient, fn func(context.Context, redis.Cmdable) error) error {
+	if cc, ok := c.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return fn(ctx, m) })
+	}
+	return fn(ctx, c)
 }
