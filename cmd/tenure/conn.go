@@ -46,11 +46,12 @@ type connFlags struct {
 }
 
 // redisForms is what --redis takes, for its usage and the root's help.
-const redisForms = `a URL: redis://[user[:pass]@]host:port[/db] (rediss:// for TLS), unix:///path.sock, or a bare host:port;
+const redisForms = `a URL: redis://[user[:pass]@]host:port[/db] (rediss:// for TLS),
+unix:///path.sock, or a bare host:port;
 redis-sentinel://[user[:pass]@]host:port[,host:port...]/master-name[?db=N] for a
 Sentinel group (rediss-sentinel:// for TLS), the addresses being the sentinels';
-redis-cluster://[user[:pass]@]host:port[,host:port...] for a Cluster, given by any
-of its nodes (rediss-cluster:// for TLS)`
+redis-cluster://[user[:pass]@]host:port[,host:port...] for a Cluster, given by
+any of its nodes (rediss-cluster:// for TLS)`
 
 // addConnFlags declares them. No flag's default is read from the
 // environment: cobra prints defaults in --help, and REDIS_URL may hold a

@@ -29,20 +29,20 @@ election) on the same Redis, and run COMMAND while this process leads, with
 TENURE_NAME, TENURE_FENCE (the term) and TENURE_IDENTITY in its environment.
 The leader record (identity and term) is what "tenure status NAME" shows.
 
-When COMMAND exits, tenure resigns, so another candidate leads at once, and exits
-with COMMAND's status; or with status 77 if, before resigning, it finds that
-another holder took the lease over. COMMAND is stopped by the lease's local
-deadline as in "tenure run" (SIGTERM --grace before it, SIGKILL just before
-it, with the same default and limit for --grace), and at once when leadership
-is lost; tenure then exits with status 77, waiting for the release no later
-than the command's group is killed (as "tenure run" does: before another
-candidate could lead), and a supervisor restarting it makes it a candidate
-again. As with "tenure run", what COMMAND leaves in its group is
-killed when it exits; on Linux a guard stops the group by the last deadline
-tenure told it, or at once if tenure dies; and the terminal, SIGTSTP (Ctrl-Z)
-and a stopped COMMAND are handled as "tenure run --help" tells.
-Signals are passed to COMMAND while it runs; before that they end the campaign.
-A loss of leadership is reported on stderr with its reason, as in "tenure run".
+When COMMAND exits, tenure resigns, so another candidate leads at once, and
+exits with COMMAND's status; or with status 77 if, before resigning, it finds
+that another holder took the lease over. COMMAND is stopped by the lease's local
+deadline as in "tenure run" (SIGTERM --grace before it, SIGKILL just before it,
+with the same default and limit for --grace), and at once when leadership is
+lost; tenure then exits with status 77, waiting for the release no later than
+the command's group is killed (as "tenure run" does: before another candidate
+could lead), and a supervisor restarting it makes it a candidate again. As with
+"tenure run", what COMMAND leaves in its group is killed when it exits; on Linux
+a guard stops the group by the last deadline tenure told it, or at once if
+tenure dies; and the terminal, SIGTSTP (Ctrl-Z) and a stopped COMMAND are
+handled as "tenure run --help" tells. Signals are passed to COMMAND while it
+runs; before that they end the campaign. A loss of leadership is reported on
+stderr with its reason, as in "tenure run".
 
 Without COMMAND ("tenure elect NAME", as "etcdctl elect NAME"), tenure leads
 itself: once elected it prints one line of JSON on stdout,
@@ -76,7 +76,7 @@ func newElectCmd(g *globals) *cobra.Command {
   tenure elect --observe NAME`,
 		Short: "Run a command only while this process leads NAME, or lead alone",
 		Long:  electLong + commandRule("elect") + "\n\n" + electExitStatuses,
-		Example: `  # one scheduler among three hosts; the others take over within --ttl if it dies
+		Example: `  # one scheduler among three hosts; another takes over within --ttl if it dies
   tenure elect --ttl 10s --identity "$(hostname)" scheduler ./scheduler
 
   # lead until Ctrl-C, as etcdctl elect does

@@ -85,12 +85,12 @@ scans every primary.
 
 Quorum mode: --redis given several times (at least 3, an odd number) names
 independent primaries, and a lease is held when a majority of them hold it
-(lease.NewQuorum, the Redlock algorithm). "status" and "list" read every node and
-show the majority's view (a name is held when a majority holds the same lease;
-its fence is the largest among them, its TTL the shortest), and status shows
-each node's own view too; "release --force" revokes on every node and succeeds
-when a majority answered; "elect" and "run -n" are refused (quorum mode has no
-leader record and no semaphore). $REDIS_URL names one deployment only.
+(lease.NewQuorum, the Redlock algorithm). "status" and "list" read every node
+and show the majority's view (a name is held when a majority holds the same
+lease; its fence is the largest among them, its TTL the shortest), and status
+shows each node's own view too; "release --force" revokes on every node and
+succeeds when a majority answered; "elect" and "run -n" are refused (quorum mode
+has no leader record and no semaphore). $REDIS_URL names one deployment only.
 
 The password comes from the URL (redis://USER:PASSWORD@host:port), from
 --redis-password-file FILE, or from $TENURE_REDIS_PASSWORD, with the user, if

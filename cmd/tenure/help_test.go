@@ -72,3 +72,24 @@ func TestHelpShape(t *testing.T) {
 		}
 	}
 }
+
+// TestHelpFitsEightyColumns: every command's help and every help topic
+// fits an 80-column terminal (release --help had a line of 98 columns,
+// elect --help two of 81, help redis three, up to 104).
+func TestHelpFitsEightyColumns(t *testing.T) {
+	for _, args := range [][]string{
+		{"--help"}, {"run", "--help"}, {"elect", "--help"}, {"status", "--help"}, {"list", "--help"},
+		{"release", "--help"}, {"completion", "--help"}, {"version", "--help"},
+		{"help", "flags"}, {"help", "redis"}, {"help", "exit-status"},
+	} {
+		_, out, _ := result(t, tenure(args...))
+		if out == "" {
+			t.Errorf("tenure %s printed nothing", strings.Join(args, " "))
+		}
+		for i, l := range strings.Split(out, "\n") {
+			if n := utf8.RuneCountInString(l); n > 80 {
+				t.Errorf("tenure %s, line %d: %d columns: %q", strings.Join(args, " "), i+1, n, l)
+			}
+		}
+	}
+}

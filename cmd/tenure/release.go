@@ -121,8 +121,12 @@ func newReleaseCmd(g *globals) *cobra.Command {
 		Short: "Take NAME from whoever holds it (operators only)",
 		Long:  releaseLong,
 		Example: `  tenure release --force nightly-report
-  tenure release --force --now nightly-report   # free at once; the old command may still run
-  tenure release --force --redisson orders      # a Redisson lock, revoked as Java clients respect`,
+
+  # free at once; the old command may still run
+  tenure release --force --now nightly-report
+
+  # a Redisson lock, revoked in a form Java clients respect
+  tenure release --force --redisson orders`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: g.completeFirstName,
 		RunE: func(cmd *cobra.Command, args []string) error {
