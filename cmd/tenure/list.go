@@ -58,8 +58,8 @@ that Redis would misread (a [ that no ] closes, a trailing \) is a usage error.
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON array")
 	cmd.Flags().BoolVar(&asRedisson, "redisson", false, "list Redisson's locks instead (RLock, RFencedLock, RFairLock, RReadWriteLock: "+
-		"hashes of owner fields <client id>:<thread id>, as a Java service's Redisson holds them), PATTERN matching their names as "+
-		"Redisson stores them (no --prefix)")
+		"hashes of owner fields <client id>:<thread id>, as a Java service's Redisson holds them) and its "+
+		"RPermitExpirableSemaphores with a permit taken, PATTERN matching their names as Redisson stores them (no --prefix)")
 	return cmd
 }
 

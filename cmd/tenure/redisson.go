@@ -359,6 +359,11 @@ type redissonStatus struct {
 	// redisson_lock_queue:{NAME}: waiters, those whose timeout passed
 	// included until an attempt drops them; 0 for other kinds.
 	Waiting int64 `json:"waiting"`
+	// FreePermits and Permits: an RPermitExpirableSemaphore's, in list
+	// --redisson (Kind "redisson-semaphore"), as status --redisson gives
+	// them.
+	FreePermits *int64           `json:"free_permits,omitempty"`
+	Permits     []redissonPermit `json:"permits,omitempty"`
 }
 
 const statusRedissonUsage = "NAME is Redisson's lock NAME (RLock, RFencedLock, RFairLock or RReadWriteLock, as a Java service's Redisson holds it): " +
@@ -386,11 +391,7 @@ func showRedisson(cmd *cobra.Command, g *globals, o statusOptions, args []string
 	if h.Kind == "string" {
 		return showSemaphore(cmd, g, o, client, args[0]) // redisson_status.go
 	}
-	s := redissonStatus{Name: h.Name, Kind: string(h.Kind), TTLms: h.TTL.Milliseconds(), Token: h.Fence, Owners: h.Owners, Waiting: h.Waiting}
-	if h.TTL < 0 {
-		s.TTLms = -1
-	}
-	s.revokedOf()
+	s := lockStatus(h)
 	switch {
 	case o.check:
 		if h.Kind == tenureinspect.Free {
@@ -401,6 +402,14 @@ func showRedisson(cmd *cobra.Command, g *globals, o statusOptions, args []string
 		return writeJSON(cmd.OutOrStdout(), s)
 	}
 	return printRedisson(cmd.OutOrStdout(), s)
+}
+
+// lockStatus is what status and list --redisson say of a Redisson lock
+// read by inspect.
+func lockStatus(h tenureinspect.Holding) redissonStatus {
+	s := redissonStatus{Name: h.Name, Kind: string(h.Kind), TTLms: ttlMs(h.TTL), Token: h.Fence, Owners: h.Owners, Waiting: h.Waiting}
+	s.revokedOf()
+	return s
 }
 
 func printRedisson(out io.Writer, s redissonStatus) error {

@@ -323,3 +323,59 @@ func TestRunRedissonRefusalSaidOnce(t *testing.T) {
 		t.Errorf("%d %q", code, stderr)
 	}
 }
+
+// TestStatusJSONFindsRedissonLock: "status --json NAME" on a name a
+// Redisson lock holds prints the lock, as status --redisson --json does
+// (it printed tenure's object of a free name).
+func TestStatusJSONFindsRedissonLock(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	c.HSet(ctx, "rsj-java", "6f1c-uuid:42", 2)
+	c.PExpire(ctx, "rsj-java", time.Minute)
+	t.Cleanup(func() { c.Del(ctx, "rsj-java") })
+	code, out, errOut := result(t, tenure("status", "--json", "rsj-java"))
+	var got redissonStatus
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil {
+		t.Fatalf("status --json: %d %v\n%s%s", code, err, out, errOut)
+	}
+	if got.Kind != "redisson-lock" || got.Owners["6f1c-uuid:42"] != 2 || got.TTLms <= 0 {
+		t.Errorf("status --json of a Redisson lock: %+v\n%s", got, out)
+	}
+	_, want, _ := result(t, tenure("status", "--redisson", "--json", "rsj-java"))
+	var asRedisson redissonStatus
+	if err := json.Unmarshal([]byte(want), &asRedisson); err != nil || asRedisson.Kind != got.Kind || asRedisson.Name != got.Name {
+		t.Errorf("status --json says %+v; status --redisson --json %s", got, want)
+	}
+}
+
+// TestListRedissonSemaphores: list --redisson lists the
+// RPermitExpirableSemaphores that match and have a permit taken, with
+// their permits, beside the locks (it listed locks only); a semaphore with
+// no permit taken is not held, and not listed.
+func TestListRedissonSemaphores(t *testing.T) {
+	c := client(t)
+	ctx := context.Background()
+	later := time.Now().Add(time.Hour).UnixMilli()
+	c.Set(ctx, "rls-sem", 2, 0)
+	c.ZAdd(ctx, "{rls-sem}:timeout", redis.Z{Score: float64(later), Member: "perm-a"}, redis.Z{Score: float64(foreverMs), Member: "perm-b"})
+	c.Set(ctx, "rls-idle", 5, 0)
+	c.HSet(ctx, "rls-lock", "uuid-a:1", 1)
+	t.Cleanup(func() { c.Del(ctx, "rls-sem", "{rls-sem}:timeout", "rls-idle", "rls-lock") })
+	code, out, errOut := result(t, tenure("list", "--redisson", "rls-*"))
+	if code != 0 || strings.Contains(out, "rls-idle") {
+		t.Fatalf("list --redisson: %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"rls-lock redisson-lock none 0 uuid-a:1 (1)", "rls-sem redisson-semaphore none 0 2 permits taken, 2 free"} {
+		if !strings.Contains(oneLine(out), want) {
+			t.Errorf("list --redisson lacks %q:\n%s", want, out)
+		}
+	}
+	code, out, _ = result(t, tenure("list", "--redisson", "--json", "rls-sem"))
+	var got []redissonStatus
+	if err := json.Unmarshal([]byte(out), &got); code != 0 || err != nil || len(got) != 1 {
+		t.Fatalf("list --redisson --json: %d %v\n%s", code, err, out)
+	}
+	if s := got[0]; s.Kind != "redisson-semaphore" || s.FreePermits == nil || *s.FreePermits != 2 || len(s.Permits) != 2 {
+		t.Errorf("list --redisson --json: %+v\n%s", s, out)
+	}
+}

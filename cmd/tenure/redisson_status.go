@@ -79,7 +79,9 @@ func redissonInstead(cmd *cobra.Command, g *globals, o statusOptions, name strin
 	case o.check:
 		return true, nil
 	case o.asJSON:
-		return false, nil
+		// What status --redisson --json prints: its kind says what holds
+		// the name, where tenure's object said "free".
+		return true, writeJSON(cmd.OutOrStdout(), lockStatus(rh))
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "%q holds no tenure lease; its key %q is a Redisson lock (%s) held by %s: "+
 		"add --redisson to see it\n", name, name, rh.Kind, ownersText(rh.Owners))
@@ -125,6 +127,9 @@ type semaphoreStatus struct {
 	Kind        string           `json:"kind"` // "redisson-semaphore"
 	FreePermits int64            `json:"free_permits"`
 	Permits     []redissonPermit `json:"permits"`
+	// TTLms is the semaphore's TTL (its free count's, which its permits'
+	// set follows), -1 for none, as a lock's.
+	TTLms int64 `json:"ttl_ms"`
 }
 
 // foreverMs is the expiry Redisson writes for a permit taken without a
@@ -142,9 +147,11 @@ func readSemaphore(ctx context.Context, c redis.UniversalClient, name string) (s
 	}
 	var free *redis.StringCmd
 	var taken *redis.ZSliceCmd
+	var ttl *redis.DurationCmd
 	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		free = p.Get(ctx, name)
 		taken = p.ZRangeWithScores(ctx, timeouts, 0, -1)
+		ttl = p.PTTL(ctx, name)
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -154,7 +161,7 @@ func readSemaphore(ctx context.Context, c redis.UniversalClient, name string) (s
 	if perr != nil {
 		return s, false, nil
 	}
-	s = semaphoreStatus{Name: name, Kind: "redisson-semaphore", FreePermits: n, Permits: []redissonPermit{}}
+	s = semaphoreStatus{Name: name, Kind: "redisson-semaphore", FreePermits: n, Permits: []redissonPermit{}, TTLms: ttlMs(ttl.Val())}
 	now := time.Now().UnixMilli()
 	for _, z := range taken.Val() {
 		p := redissonPermit{ID: permitID(fmt.Sprint(z.Member)), NoExpiry: true}
@@ -221,7 +228,9 @@ func printSemaphore(out io.Writer, s semaphoreStatus) error {
 
 // listRedisson is "list --redisson": the Redisson locks (RLock,
 // RFencedLock, RFairLock, RReadWriteLock) whose names match pattern,
-// found with SCAN ... TYPE hash and read 500 a round trip.
+// found with SCAN ... TYPE hash and read 500 a round trip, and the
+// RPermitExpirableSemaphores with a permit taken (listSemaphores), in
+// the order of their names.
 func listRedisson(cmd *cobra.Command, g *globals, pattern string, asJSON bool) error {
 	ctx := context.Background()
 	client, err := g.connectFor(ctx, "list --redisson")
@@ -229,34 +238,86 @@ func listRedisson(cmd *cobra.Command, g *globals, pattern string, asJSON bool) e
 		return err
 	}
 	defer client.Close()
-	names, err := scanHashes(ctx, client.one(), pattern)
+	out, err := listLocks(ctx, g, client.one(), pattern)
 	if err != nil {
-		return g.redisFailure("scanning", err)
+		return err
 	}
-	out := []redissonStatus{}
-	for len(names) > 0 {
-		n := min(len(names), 500)
-		hs, err := tenureinspect.ReadRedisson(ctx, client.one(), "", names[:n]...)
-		if err != nil {
-			return g.redisFailure("reading", err)
-		}
-		for _, h := range hs {
-			if isRedissonKind(h.Kind) && redissonFields(h.Owners) {
-				out = append(out, redissonStatus{Name: h.Name, Kind: string(h.Kind), TTLms: ttlMs(h.TTL), Token: h.Fence,
-					Owners: h.Owners, Waiting: h.Waiting})
-			}
-		}
-		names = names[n:]
+	sems, err := listSemaphores(ctx, g, client.one(), pattern)
+	if err != nil {
+		return err
 	}
+	out = append(out, sems...)
+	slices.SortFunc(out, func(a, b redissonStatus) int { return strings.Compare(a.Name, b.Name) })
 	if asJSON {
 		return writeJSON(cmd.OutOrStdout(), out)
 	}
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tKIND\tTTL\tTOKEN\tOWNERS")
 	for _, s := range out {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Name, s.Kind, ttlText(s.TTLms), s.Token, ownersText(s.Owners))
+		who := ownersText(s.Owners)
+		if s.FreePermits != nil {
+			who = fmt.Sprintf("%d permits taken, %d free", len(s.Permits), *s.FreePermits)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\n", s.Name, s.Kind, ttlText(s.TTLms), s.Token, who)
 	}
 	return tw.Flush()
+}
+
+// listLocks reads the Redisson locks whose names match pattern.
+func listLocks(ctx context.Context, g *globals, c redis.UniversalClient, pattern string) ([]redissonStatus, error) {
+	names, err := scanKeys(ctx, c, pattern, "hash")
+	if err != nil {
+		return nil, g.redisFailure("scanning", err)
+	}
+	out := []redissonStatus{}
+	for len(names) > 0 {
+		n := min(len(names), 500)
+		hs, err := tenureinspect.ReadRedisson(ctx, c, "", names[:n]...)
+		if err != nil {
+			return nil, g.redisFailure("reading", err)
+		}
+		for _, h := range hs {
+			if isRedissonKind(h.Kind) && redissonFields(h.Owners) {
+				out = append(out, lockStatus(h))
+			}
+		}
+		names = names[n:]
+	}
+	return out, nil
+}
+
+// listSemaphores reads the RPermitExpirableSemaphores whose names match
+// pattern and that have a permit taken: those are held, as a lock with an
+// owner is. They are found by their permits' sorted set, {NAME}:timeout
+// (NAME:timeout when NAME has a hash tag of its own), which a semaphore
+// has while a permit is taken; the free count, a string at NAME, is no
+// sign of a semaphore by itself.
+func listSemaphores(ctx context.Context, g *globals, c redis.UniversalClient, pattern string) ([]redissonStatus, error) {
+	match := "{" + pattern + "}:timeout"
+	if strings.Contains(pattern, "{") {
+		match = pattern + ":timeout"
+	}
+	keys, err := scanKeys(ctx, c, match, "zset")
+	if err != nil {
+		return nil, g.redisFailure("scanning", err)
+	}
+	out := []redissonStatus{}
+	for _, k := range keys {
+		name := strings.TrimSuffix(k, ":timeout")
+		if !strings.Contains(pattern, "{") {
+			name = strings.TrimSuffix(strings.TrimPrefix(name, "{"), "}")
+		}
+		s, ok, err := readSemaphore(ctx, c, name)
+		if err != nil {
+			return nil, g.redisFailure(fmt.Sprintf("reading Redisson semaphore %q", name), err)
+		}
+		if !ok || len(s.Permits) == 0 {
+			continue
+		}
+		free := s.FreePermits
+		out = append(out, redissonStatus{Name: name, Kind: s.Kind, TTLms: s.TTLms, FreePermits: &free, Permits: s.Permits})
+	}
+	return out, nil
 }
 
 func ttlMs(d time.Duration) int64 {
@@ -273,15 +334,15 @@ func ttlText(ms int64) string {
 	return (time.Duration(ms) * time.Millisecond).String()
 }
 
-// scanHashes finds the hash keys that match pattern, sorted and without
-// repeats (on a Cluster, every primary's).
-func scanHashes(ctx context.Context, c redis.UniversalClient, pattern string) ([]string, error) {
+// scanKeys finds the keys of type typ that match pattern, sorted and
+// without repeats (on a Cluster, every primary's).
+func scanKeys(ctx context.Context, c redis.UniversalClient, pattern, typ string) ([]string, error) {
 	var (
 		mu   sync.Mutex
 		seen = map[string]bool{}
 	)
 	scan := func(ctx context.Context, c redis.Cmdable) error {
-		it := c.ScanType(ctx, 0, pattern, 1000, "hash").Iterator()
+		it := c.ScanType(ctx, 0, pattern, 1000, typ).Iterator()
 		for it.Next(ctx) {
 			mu.Lock()
 			seen[it.Val()] = true
