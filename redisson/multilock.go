@@ -95,12 +95,29 @@ func (m *MultiLock) TryLock(ctx context.Context) (*MultiHold, error) {
 // held lease's TTL again (ErrLeaseReentry says why), so use Lock, renewed
 // by the watchdog, when the wait may be long beside the lease.
 func (m *MultiLock) LockFor(ctx context.Context, leaseTime time.Duration) (*MultiHold, error) {
+	if err := m.checkLease(leaseTime); err != nil {
+		return nil, err
+	}
 	return m.take(ctx, true, func(l *Lock, ctx context.Context) (*Hold, error) { return l.LockFor(ctx, leaseTime) })
 }
 
 // TryLockFor is TryLock with a fixed lease for every name: see LockFor.
 func (m *MultiLock) TryLockFor(ctx context.Context, leaseTime time.Duration) (*MultiHold, error) {
+	if err := m.checkLease(leaseTime); err != nil {
+		return nil, err
+	}
 	return m.take(ctx, false, func(l *Lock, ctx context.Context) (*Hold, error) { return l.TryLockFor(ctx, leaseTime) })
+}
+
+// checkLease returns why leaseTime is no lease for one of the locks
+// (Lock.LockFor says which), before any name is taken.
+func (m *MultiLock) checkLease(leaseTime time.Duration) error {
+	for _, l := range m.locks {
+		if err := l.checkLease(leaseTime); err != nil {
+			return fmt.Errorf("%w (lock %q)", err, l.name)
+		}
+	}
+	return nil
 }
 
 // IsHeldByOwner reports whether the owner ctx carries holds every lock,
@@ -208,6 +225,11 @@ func (m *MultiLock) newMultiHold(ctx context.Context, holds []*Hold) *MultiHold 
 	for _, h := range holds {
 		hctx := h.Context()
 		mh.stops = append(mh.stops, context.AfterFunc(hctx, func() { cancel(context.Cause(hctx)) }))
+		if hctx.Err() != nil {
+			// AfterFunc runs its function in a goroutine of its own: the
+			// MultiHold is to have ended by the time it is returned.
+			cancel(context.Cause(hctx))
+		}
 	}
 	return mh
 }

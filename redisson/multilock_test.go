@@ -302,9 +302,9 @@ func testMultiWaitsForJava(t *testing.T, c redis.UniversalClient) {
 }
 
 // TestGetMultiLockRefuses: no locks, a nil one, another Client's, two on
-// one hash and a bad name are refused before any round trip; the order
-// taken is by Key whatever the order given; a nil MultiHold does not
-// panic.
+// one hash and a bad name are refused before any round trip, and so is a
+// lease one of the locks cannot have; the order taken is by Key whatever
+// the order given; a nil MultiHold does not panic.
 func TestGetMultiLockRefuses(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
 	t.Cleanup(func() { _ = c.Close() })
@@ -336,6 +336,13 @@ func TestGetMultiLockRefuses(t *testing.T) {
 	}
 	if strings.Join(keys, ",") != "a,b,c" {
 		t.Fatalf("order %v, want by Key", keys)
+	}
+	rw, err := cl.GetMultiLock(cl.GetLock("a"), cl.GetReadWriteLock("b").WriteLock())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rw.TryLockFor(context.Background(), time.Hour); !errors.Is(err, lease.ErrInvalidOption) || !strings.Contains(err.Error(), `"b"`) {
+		t.Fatalf("a lease over the Java watchdog timeout for a write lock: %v", err)
 	}
 	var nilHold *redisson.MultiHold
 	if !errors.Is(nilHold.Err(), lease.ErrNotHeld) || !errors.Is(nilHold.Unlock(context.Background()), lease.ErrNotHeld) ||
@@ -383,5 +390,58 @@ func TestMultiLockForEndsFirst(t *testing.T) {
 	}
 	if n := c.Exists(ctx, names[0], names[1]).Val(); n != 0 {
 		t.Fatalf("%d names held after Close", n)
+	}
+}
+
+// TestMultiLockStartsOver: a name a waiting Lock took first, lost while
+// it waits for the next (force-unlocked, then past its TTL), is not
+// handed over: Lock gives every name back and takes them again, so that
+// the MultiHold it returns holds both.
+func TestMultiLockStartsOver(t *testing.T) {
+	const ttl = 900 * time.Millisecond
+	ctx := bounded(t, 30*time.Second)
+	c := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
+	t.Cleanup(func() { _ = c.Close() })
+	cl := newClient(t, c, redisson.WithWatchdogTimeout(ttl))
+	names := multiNames("multiover", 2)
+	j := newJava(c, 30*time.Second)
+	if ok, _, err := j.tryLock(ctx, names[1], 1); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	m, err := cl.GetMultiLock(cl.GetLock(names[0]), cl.GetLock(names[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		mh  *redisson.MultiHold
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		mh, err := m.Lock(ctx)
+		got <- result{mh, err}
+	}()
+	waitSubscribers(t, c, cl.GetLock(names[1]).Channel())
+	if ok, err := newClient(t, c).GetLock(names[0]).ForceUnlock(ctx); !ok || err != nil {
+		t.Fatalf("ForceUnlock of %s = %v, %v", names[0], ok, err)
+	}
+	time.Sleep(2 * ttl) // past the lost hold's local deadline, whatever noticed it
+	if _, err := j.unlock(ctx, names[1], 1); err != nil {
+		t.Fatal(err)
+	}
+	r := <-got
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	if err := r.mh.Err(); err != nil {
+		t.Fatalf("Lock handed over a MultiHold with a lost name: %v", err)
+	}
+	for _, n := range names {
+		if !c.HExists(ctx, n, r.mh.Owner().Field()).Val() {
+			t.Fatalf("%s is not held by the MultiHold's owner on the server", n)
+		}
+	}
+	if err := r.mh.Unlock(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -474,12 +474,17 @@ func (s *PermitSemaphore) cleanup(ids [][]byte, err error) {
 
 // giveBackIDs releases each of ids that the server holds, one by one
 // (sem_release.lua gives back an expired one too, which the all-or-none
-// release of ReleaseIDs would refuse), each bounded by the op timeout.
+// release of ReleaseIDs would refuse), each bounded by the op timeout. It
+// stops at the first that fails, so that an outage costs one op timeout,
+// not one per id: the rest are left to their expiry, as one is.
 func (s *PermitSemaphore) giveBackIDs(ids [][]byte) {
 	for _, id := range ids {
 		ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.opTimeout)
-		_, _ = s.release(ctx, id)
+		_, err := s.release(ctx, id)
 		cancel()
+		if err != nil {
+			return
+		}
 	}
 }
 
