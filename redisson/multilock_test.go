@@ -202,15 +202,17 @@ func testMultiLoss(t *testing.T, c redis.UniversalClient) {
 	}
 }
 
-// testMultiWatchdog: a MultiHold over a fair, a fenced and a write lock,
-// with a 1s watchdog timeout, outlives several timeouts: the Client's
-// watchdog renews every hold, each hash keeping a TTL on the server.
+// testMultiWatchdog: a MultiHold over a fair, a fenced, a write and a
+// read lock, with a 1s watchdog timeout, outlives several timeouts: the
+// Client's watchdog renews every hold, each hash keeping a TTL on the
+// server.
 func testMultiWatchdog(t *testing.T, c redis.UniversalClient) {
 	ctx := bounded(t, 60*time.Second)
 	const ttl = time.Second
 	cl := newClient(t, c, redisson.WithWatchdogTimeout(ttl))
-	names := multiNames("multiwd", 3)
-	m, err := cl.GetMultiLock(cl.GetFairLock(names[0]), cl.GetFencedLock(names[1]), cl.GetReadWriteLock(names[2]).WriteLock())
+	names := multiNames("multiwd", 4)
+	m, err := cl.GetMultiLock(cl.GetFairLock(names[0]), cl.GetFencedLock(names[1]), cl.GetReadWriteLock(names[2]).WriteLock(),
+		cl.GetReadWriteLock(names[3]).ReadLock())
 	if err != nil {
 		t.Fatal(err)
 	}
