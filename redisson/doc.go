@@ -51,7 +51,17 @@
 //     redisson_sc:{NAME}, which wakes as many waiters. A permit lives for
 //     its lease time, or until released, and is never renewed, as in
 //     Redisson; a Go Permit's context ends before its expiry in this
-//     host's clock (Permit).
+//     host's clock (Permit). AcquireN takes several permits in one
+//     script, as Java's acquire(n) sends them, all or none; ReleaseIDs
+//     gives several back all or none, as Java's release(ids): nothing
+//     when any id is not held or has expired.
+//   - Client.GetMultiLock is a RedissonMultiLock: several locks of the
+//     Client, of any kinds, taken as one under one owner, all or none,
+//     each renewed by the Client's watchdog. It writes nothing of its own:
+//     each name is its lock's. It takes them in one order, by Key, where
+//     Redisson takes them in the order given and breaks a circular wait
+//     by giving all back after a wait time; a MultiHold's context ends
+//     when any of its holds ends, with that hold's cause.
 //
 // An owner is a pair (client id, thread id) that a context carries
 // (WithOwner), as package reentrant carries its owner: a Lock under a
@@ -113,13 +123,32 @@
 //	  trySetPermits(n), setPermits(n)   TrySetPermits, SetPermits
 //	  addPermits(n)                     AddPermits
 //	  updateLeaseTime(id, lease)        Permit.UpdateLeaseTime
-//	  acquire(n, ...), tryAcquire(n,
-//	  ...), release(ids),
-//	  tryRelease(ids)                   not offered yet: one permit a call
+//	  acquire(n), acquire(n, lease)     AcquireN, all or none
+//	  tryAcquire(n)                     TryAcquireN
+//	  tryAcquire(n, wait, lease)        AcquireN, ctx with a deadline
+//	  release(ids), tryRelease(ids)     ReleaseIDs, all or none; an id not
+//	                                    held is lease.ErrNotHeld (Java's 0,
+//	                                    or its exception)
 //	  acquiredPermits()                 AcquiredPermits
-//	  getLeaseTime(id)                  not offered yet (Permit.Deadline
-//	                                    gives a Go permit's local end)
-//	RedissonMultiLock                   not offered yet
+//	  getLeaseTime(id)                  LeaseTime (-1ns without a lease
+//	                                    time; lease.ErrNotHeld for an id
+//	                                    not taken); Permit.Deadline gives a
+//	                                    Go permit's local end
+//	RedissonMultiLock (getMultiLock)    Client.GetMultiLock
+//	  lock(), lockInterruptibly()       MultiLock.Lock
+//	  lock(lease)                       MultiLock.LockFor
+//	  tryLock()                         MultiLock.TryLock
+//	  tryLock(wait), tryLock(wait,
+//	  lease)                            Lock, LockFor, ctx with a deadline
+//	  unlock()                          MultiHold.Unlock
+//	  isHeldByThread(id),
+//	  isHeldByCurrentThread()           MultiLock.IsHeldByOwner
+//	  forceUnlock(), isLocked(),
+//	  getHoldCount(), getName(),
+//	  remainTimeToLive(),
+//	  newCondition(), listeners         not offered: Redisson throws
+//	                                    UnsupportedOperationException too;
+//	                                    ask each Lock
 //	RedissonRedLock                     not offered: deprecated by Redisson;
 //	                                    tenure's quorum mode is the lease's
 //	                                    (package lease, several servers)
@@ -260,6 +289,14 @@
 //	  after its local end, or whose update went               its local deadline or Close
 //	  unanswered, is given back, never forgotten
 //	  [TestPermitUpdatedAfterItsEndIsGivenBack]
+//	RPermitExpirableSemaphore: several permits   holds        holds: one script takes n ids, or
+//	  taken or released all or none                           none; a release of ids, all or none
+//	  [SemAcquireNJava, SemAcquireNWaits,                     [SemAcquireNJava]
+//	  SemReleaseIDs, TestLateAcquireNReplyGivenBack]
+//	MultiLock: all or none, one order, each      holds        holds against Java holders of its
+//	  hold renewed, any loss ends the MultiHold               names [MultiAllOrNone,
+//	  [MultiAllOrNone, MultiOrder, MultiLoss,                 MultiWaitsForJava]
+//	  MultiWatchdog]
 //	RPermitExpirableSemaphore: renewal           none         none, as in Redisson: a fixed lease
 //	                                                          time, or none
 //	Exclusion against a Java holder that         n/a          cannot: Redisson never tells a Java

@@ -172,3 +172,78 @@ func ExampleClient_GetPermitExpirableSemaphore() {
 	// 32 1 true
 	// 2 true
 }
+
+// A Go service takes "stock" and "orders" together, as a Java service's
+// redisson.getMultiLock(stock, orders) does: all or none, in one order
+// whatever the order given, each renewed by the Client's watchdog.
+func ExampleClient_GetMultiLock() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
+	defer rdb.Close()
+	client, err := redisson.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+
+	multi, err := client.GetMultiLock(client.GetLock("stock"), client.GetFencedLock("orders"))
+	if err != nil {
+		panic(err)
+	}
+	mh, err := multi.Lock(ctx)
+	if err != nil {
+		panic(err) // none of the names is held
+	}
+	for _, h := range mh.Holds() {
+		fmt.Println(h.Name(), rdb.HGet(ctx, h.Name(), h.Field()).Val())
+	}
+	// Work under mh.Context(), which ends when any of the names is lost.
+	if err := mh.Unlock(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(rdb.Exists(ctx, "stock", "orders").Val(), mh.Err())
+	// Output:
+	// orders 1
+	// stock 1
+	// 0 lease: released
+}
+
+// A Go service takes three permits at once, all or none, as a Java
+// service's acquire(3, leaseTime) does, and gives them back by their ids,
+// as Java's release(ids).
+func ExamplePermitSemaphore_AcquireN() {
+	rdb := redis.NewClient(&redis.Options{Addr: redisAddr, MaxRetries: -1})
+	defer rdb.Close()
+	client, err := redisson.New(rdb)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+
+	sem := client.GetPermitExpirableSemaphore("uploads")
+	if err := sem.SetPermits(ctx, 4); err != nil {
+		panic(err)
+	}
+	ps, err := sem.AcquireN(ctx, 3, time.Minute)
+	if err != nil {
+		panic(err)
+	}
+	left, _ := sem.LeaseTime(ctx, ps[0].ID())
+	free, _ := sem.AvailablePermits(ctx)
+	fmt.Println(len(ps), free, left > 0 && left <= time.Minute)
+	if _, err := sem.TryAcquireN(ctx, 2, time.Minute); err != nil {
+		fmt.Println("two more are not free: none taken")
+	}
+	ids := []string{ps[0].ID(), ps[1].ID(), ps[2].ID()}
+	if err := sem.ReleaseIDs(ctx, ids...); err != nil {
+		panic(err)
+	}
+	free, _ = sem.AvailablePermits(ctx)
+	fmt.Println(free, ps[0].Err())
+	rdb.Del(ctx, "uploads")
+	// Output:
+	// 3 1 true
+	// two more are not free: none taken
+	// 4 lease: released
+}

@@ -284,29 +284,31 @@ type permitKey struct{ raw, id string }
 
 func (p *Permit) key() permitKey { return permitKey{p.s.raw, string(p.id)} }
 
-// add records a permit the server granted, or gives it back at once when
-// the Client closed meanwhile.
-func (ps *permitSet) add(s *PermitSemaphore, id []byte, sent time.Time, leaseTime time.Duration) (*Permit, error) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	p := &Permit{s: s, id: id, ctx: ctx, cancel: cancel}
+// add records the permits the server granted, all at once, or gives
+// them back at once when the Client closed meanwhile: Close never sees
+// part of them.
+func (ps *permitSet) add(s *PermitSemaphore, ids [][]byte, sent time.Time, leaseTime time.Duration) ([]*Permit, error) {
 	ps.mu.Lock()
 	if ps.closed {
 		ps.mu.Unlock()
-		cancel(lease.ErrClosed)
-		rctx, rcancel := context.WithTimeout(context.Background(), s.c.cfg.opTimeout)
-		defer rcancel()
-		_, _ = s.release(rctx, id)
+		s.giveBackIDs(ids)
 		return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, lease.ErrClosed)
 	}
 	if ps.live == nil {
 		ps.live = map[permitKey]*Permit{}
 	}
-	ps.live[p.key()] = p
-	p.mu.Lock()
-	p.arm(sent, leaseTime)
-	p.mu.Unlock()
+	out := make([]*Permit, len(ids))
+	for i, id := range ids {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		p := &Permit{s: s, id: id, ctx: ctx, cancel: cancel}
+		ps.live[p.key()] = p
+		p.mu.Lock()
+		p.arm(sent, leaseTime)
+		p.mu.Unlock()
+		out[i] = p
+	}
 	ps.mu.Unlock()
-	return p, nil
+	return out, nil
 }
 
 // endID ends the live permit of s with the id raw, if this Client holds

@@ -3,6 +3,7 @@ package redisson
 import (
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -11,7 +12,21 @@ import (
 	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/lease"
+)
+
+var (
+	//go:embed scripts/sem_release_ids.lua
+	semReleaseIDsSrc string
+	//go:embed scripts/sem_lease.lua
+	semLeaseSrc string
+
+	// Beside the other scripts of an RPermitExpirableSemaphore
+	// (client.go), for the operations on several permits and the lease
+	// time.
+	semReleaseIDsScript = backend.NewScript(publishSrc + semReclaimSrc + semReleaseIDsSrc)
+	semLeaseScript      = backend.NewScript(publishSrc + semReclaimSrc + semLeaseSrc)
 )
 
 // foreverMs is the expiry Redisson writes for a permit taken without a
@@ -144,13 +159,40 @@ func (s *PermitSemaphore) AcquiredPermits(ctx context.Context) (int, error) {
 // acquire() without one. A negative leaseTime is an error wrapping
 // lease.ErrInvalidOption.
 func (s *PermitSemaphore) Acquire(ctx context.Context, leaseTime time.Duration) (*Permit, error) {
-	return s.acquire(ctx, leaseTime, true)
+	ps, err := s.acquire(ctx, 1, leaseTime, true)
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
 }
 
 // TryAcquire is Acquire without waiting: it returns an error wrapping
 // lease.ErrNotAcquired at once when no permit is free.
 func (s *PermitSemaphore) TryAcquire(ctx context.Context, leaseTime time.Duration) (*Permit, error) {
-	return s.acquire(ctx, leaseTime, false)
+	ps, err := s.acquire(ctx, 1, leaseTime, false)
+	if err != nil {
+		return nil, err
+	}
+	return ps[0], nil
+}
+
+// AcquireN takes n permits at once, all or none, as Java's acquire(n,
+// leaseTime): one script takes them when n are free, or none, so that two
+// takers of several permits never each hold part of what they need. It
+// waits as Acquire does, until n are free at once; Java's tryAcquire(n,
+// waitTime, leaseTime) is AcquireN with a ctx deadline. Each of the
+// Permits is an ordinary one, with its own id, Release, UpdateLeaseTime
+// and Context; they share the lease time and its local deadline. n below
+// 1 is an error wrapping lease.ErrInvalidOption.
+func (s *PermitSemaphore) AcquireN(ctx context.Context, n int, leaseTime time.Duration) ([]*Permit, error) {
+	return s.acquire(ctx, n, leaseTime, true)
+}
+
+// TryAcquireN is AcquireN without waiting, as Java's tryAcquire(n): it
+// returns an error wrapping lease.ErrNotAcquired at once when fewer than
+// n permits are free, having taken none.
+func (s *PermitSemaphore) TryAcquireN(ctx context.Context, n int, leaseTime time.Duration) ([]*Permit, error) {
+	return s.acquire(ctx, n, leaseTime, false)
 }
 
 // Release gives back the permit whose id (32 hex digits) Java's acquire
@@ -184,6 +226,101 @@ func (s *PermitSemaphore) Release(ctx context.Context, id string) error {
 	return nil
 }
 
+// ReleaseIDs gives back the permits with the ids given, all or none, as
+// Java's release(List<String>) and tryRelease(List<String>): when any id
+// is not taken (released already, reclaimed, or never taken) or has
+// expired in this host's clock, none is released, and the error wraps
+// lease.ErrNotHeld and names the first such id (Java's tryRelease
+// answers 0, its release throws). Unlike Release, an expired id is not
+// given back here: Java's leaves it for the next look to reclaim. Every
+// permit expired in this host's clock is reclaimed first, and the number
+// released is published, which wakes as many waiters. Anyone with the ids
+// may release them; the Permits of this Client with those ids end
+// (lease.ErrReleased). No ids, or an id given twice, is an error wrapping
+// lease.ErrInvalidOption, with nothing sent: Java's would release the
+// permits and throw all the same.
+func (s *PermitSemaphore) ReleaseIDs(ctx context.Context, ids ...string) error {
+	if s.err != nil {
+		return s.err
+	}
+	raws, err := s.decodeIDs(ids)
+	if err != nil {
+		return err
+	}
+	keys := []string{s.raw, s.channel, s.timeouts}
+	args := make([]any, 0, 2+len(raws))
+	args = append(args, time.Now().UnixMilli(), s.c.publish)
+	for _, raw := range raws {
+		args = append(args, raw)
+	}
+	n, err := semReleaseIDsScript.Run(ctx, s.c.c, keys, args...).Int64()
+	switch {
+	case err != nil:
+		return err
+	case n < 0 && int(-n) <= len(ids):
+		return fmt.Errorf("%w: %q: permit %s was released, reclaimed, expired or never taken; none of the %d was released", lease.ErrNotHeld, s.name, ids[-n-1], len(ids))
+	case n != int64(len(ids)):
+		return fmt.Errorf("redisson: unexpected reply %d to a release of %d permits", n, len(ids))
+	}
+	for _, raw := range raws {
+		s.c.permits.endID(s, raw, lease.ErrReleased)
+	}
+	return nil
+}
+
+// decodeIDs returns the bytes of ReleaseIDs' ids, or why they are none to
+// release.
+func (s *PermitSemaphore) decodeIDs(ids []string) ([][]byte, error) {
+	if len(ids) == 0 {
+		return nil, invalid("no permit ids to release")
+	}
+	raws := make([][]byte, len(ids))
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		raw, err := hex.DecodeString(id)
+		if err != nil || len(raw) == 0 {
+			return nil, fmt.Errorf("%w: %q: permit %q is no permit id; none was released", lease.ErrNotHeld, s.name, id)
+		}
+		if seen[string(raw)] {
+			return nil, invalid("permit %s given twice", id)
+		}
+		seen[string(raw)] = true
+		raws[i] = raw
+	}
+	return raws, nil
+}
+
+// LeaseTime returns how long the permit with the id has left before it
+// expires, as Java's getLeaseTime(permitId): its expiry, in the clock of
+// the client that took it, less now in this host's clock, every permit
+// expired in this host's clock reclaimed first (this one included). A
+// permit without a lease time gives a negative duration (-1ns; Java's
+// -1). An id not taken (released, reclaimed, or never taken) is an error
+// wrapping lease.ErrNotHeld (Java throws IllegalArgumentException), and a
+// Permit of this Client with that id ends (lease.ErrLost): the server
+// holds it no more.
+func (s *PermitSemaphore) LeaseTime(ctx context.Context, id string) (time.Duration, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) == 0 {
+		return 0, fmt.Errorf("%w: %q: permit %q is no permit id", lease.ErrNotHeld, s.name, id)
+	}
+	keys := []string{s.raw, s.timeouts, s.channel}
+	left, err := semLeaseScript.Run(ctx, s.c.c, keys, raw, foreverMs, time.Now().UnixMilli(), s.c.publish).Int64()
+	switch {
+	case err != nil:
+		return 0, err
+	case left == 0:
+		s.c.permits.endID(s, raw, fmt.Errorf("%w: redisson permit %s of %q: gone at a LeaseTime", lease.ErrLost, id, s.raw))
+		return 0, fmt.Errorf("%w: %q: permit %s was released, reclaimed or never taken", lease.ErrNotHeld, s.name, id)
+	case left < 0:
+		return -1, nil
+	}
+	return time.Duration(left) * time.Millisecond, nil
+}
+
 // release runs sem_release.lua for the id's bytes: 1, -1 or 0.
 func (s *PermitSemaphore) release(ctx context.Context, raw []byte) (int64, error) {
 	keys := []string{s.raw, s.channel, s.timeouts}
@@ -197,15 +334,22 @@ type grant struct {
 	sent    time.Time
 }
 
-// try sends one acquire of the permit id with leaseTime (0: none).
-func (s *PermitSemaphore) try(ctx context.Context, id []byte, leaseTime time.Duration) (grant, error) {
+// try sends one acquire of the permit ids with leaseTime (0: none), as
+// Java's tryAcquireAsync(ids, timeoutDate) sends it: their number, then
+// each id.
+func (s *PermitSemaphore) try(ctx context.Context, ids [][]byte, leaseTime time.Duration) (grant, error) {
 	g := grant{sent: time.Now()}
 	expiry := foreverMs
 	if leaseTime > 0 {
 		expiry = g.sent.UnixMilli() + ms(leaseTime)
 	}
 	keys := []string{s.raw, s.timeouts, s.channel}
-	v, err := semAcquireScript.Run(ctx, s.c.c, keys, 1, expiry, g.sent.UnixMilli(), foreverMs, s.c.publish, id).Int64Slice()
+	args := make([]any, 0, 5+len(ids))
+	args = append(args, len(ids), expiry, g.sent.UnixMilli(), foreverMs, s.c.publish)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	v, err := semAcquireScript.Run(ctx, s.c.c, keys, args...).Int64Slice()
 	if err != nil {
 		return g, err
 	}
@@ -216,12 +360,15 @@ func (s *PermitSemaphore) try(ctx context.Context, id []byte, leaseTime time.Dur
 	return g, nil
 }
 
-func (s *PermitSemaphore) acquire(ctx context.Context, leaseTime time.Duration, wait bool) (*Permit, error) {
+func (s *PermitSemaphore) acquire(ctx context.Context, n int, leaseTime time.Duration, wait bool) ([]*Permit, error) {
 	if s.err != nil {
 		return nil, s.err
 	}
 	if leaseTime < 0 {
 		return nil, invalid("negative lease time %v", leaseTime)
+	}
+	if n < 1 {
+		return nil, invalid("%d permits: at least 1 must be asked for", n)
 	}
 	var wake <-chan struct{}
 	var bo backoff.BackOff
@@ -230,25 +377,25 @@ func (s *PermitSemaphore) acquire(ctx context.Context, leaseTime time.Duration, 
 		if err := s.c.stillWanted(ctx, s.name); err != nil {
 			return nil, err
 		}
-		id := newPermitID()
-		g, err := s.try(ctx, id, leaseTime)
+		ids := newPermitIDs(n)
+		g, err := s.try(ctx, ids, leaseTime)
 		if err == nil && g.ok {
-			p, perr := s.handOver(id, g.sent, leaseTime)
+			ps, perr := s.handOver(ids, g.sent, leaseTime)
 			if !wait || !errors.Is(perr, errTooLate) {
 				got = perr == nil
-				return p, perr
+				return ps, perr
 			}
 			// Won, but too late to use, and given back: try again as
 			// when no permit is free, after the backoff step.
 			g.nearest = -1
 		}
 		if err != nil {
-			s.cleanup(id, err)
+			s.cleanup(ids, err)
 			if !wait || refused(err) {
 				return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, err)
 			}
 		} else if !wait {
-			return nil, fmt.Errorf("%w: %q: no permit is free", lease.ErrNotAcquired, s.name)
+			return nil, fmt.Errorf("%w: %q: %s", lease.ErrNotAcquired, s.name, s.noneFree(n))
 		}
 		if bo == nil {
 			bo = s.c.cfg.backoff()
@@ -273,39 +420,81 @@ func (s *PermitSemaphore) acquire(ctx context.Context, leaseTime time.Duration, 
 	}
 }
 
-// handOver records the permit id the server granted and returns it,
-// unless it came too late to use (S1): its reply later than leaseTime −
-// drift after the request was sent, or the permit ended or past its
-// deadline by the time it was recorded (a stall in between). Its timer
-// would end such a Permit only after the caller had it. A permit too late
-// is released, and the error wraps errTooLate; a release that fails leaves
-// it to its expiry, which is near by then.
-func (s *PermitSemaphore) handOver(id []byte, sent time.Time, leaseTime time.Duration) (*Permit, error) {
-	if leaseTime == 0 || time.Since(sent) < leaseTime-s.c.cfg.drift(leaseTime) {
-		p, err := s.c.permits.add(s, id, sent, leaseTime)
-		if err != nil || p.inTime() {
-			return p, err
-		}
-		p.end(fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, errTooLate))
+// noneFree says why a TryAcquire of n permits took none.
+func (s *PermitSemaphore) noneFree(n int) string {
+	if n == 1 {
+		return "no permit is free"
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.opTimeout)
-	defer cancel()
-	_, _ = s.release(ctx, id)
+	return fmt.Sprintf("fewer than %d permits are free; none was taken", n)
+}
+
+// handOver records the permit ids the server granted and returns their
+// Permits, unless they came too late to use (S1): the reply later than
+// leaseTime − drift after the request was sent, or a permit ended or past
+// its deadline by the time it was recorded (a stall in between). Its
+// timer would end such a Permit only after the caller had it. Permits
+// too late are released, every one of them (all or none), and the error
+// wraps errTooLate; a release that fails leaves a permit to its expiry,
+// which is near by then.
+func (s *PermitSemaphore) handOver(ids [][]byte, sent time.Time, leaseTime time.Duration) ([]*Permit, error) {
+	if leaseTime == 0 || time.Since(sent) < leaseTime-s.c.cfg.drift(leaseTime) {
+		ps, err := s.c.permits.add(s, ids, sent, leaseTime)
+		if err != nil || allInTime(ps) {
+			return ps, err
+		}
+		for _, p := range ps {
+			p.end(fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, errTooLate))
+		}
+	}
+	s.giveBackIDs(ids)
 	return nil, fmt.Errorf("%w: %q: %w", lease.ErrNotAcquired, s.name, errTooLate)
 }
 
+// allInTime reports whether every permit of ps may be handed over.
+func allInTime(ps []*Permit) bool {
+	for _, p := range ps {
+		if !p.inTime() {
+			return false
+		}
+	}
+	return true
+}
+
 // cleanup follows an acquire whose outcome is unknown (a timeout: it may
-// still run, docs/design.md S7): the permit it may have taken is given
+// still run, docs/design.md S7): the permits it may have taken are given
 // back, as Redisson releases the ids of an acquire that failed, so that
-// no phantom holds it for its lease (or for ever, without one).
-func (s *PermitSemaphore) cleanup(id []byte, err error) {
+// no phantom holds them for their lease (or for ever, without one).
+func (s *PermitSemaphore) cleanup(ids [][]byte, err error) {
 	var re redis.Error
 	if errors.As(err, &re) {
 		return // the server answered: nothing was applied
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.opTimeout)
-	defer cancel()
-	_, _ = s.release(ctx, id)
+	s.giveBackIDs(ids)
+}
+
+// giveBackIDs releases each of ids that the server holds, one by one
+// (sem_release.lua gives back an expired one too, which the all-or-none
+// release of ReleaseIDs would refuse), each bounded by the op timeout. It
+// stops at the first that fails, so that an outage costs one op timeout,
+// not one per id: the rest are left to their expiry, as one is.
+func (s *PermitSemaphore) giveBackIDs(ids [][]byte) {
+	for _, id := range ids {
+		ctx, cancel := context.WithTimeout(context.Background(), s.c.cfg.opTimeout)
+		_, err := s.release(ctx, id)
+		cancel()
+		if err != nil {
+			return
+		}
+	}
+}
+
+// newPermitIDs returns n fresh permit ids' bytes.
+func newPermitIDs(n int) [][]byte {
+	ids := make([][]byte, n)
+	for i := range ids {
+		ids[i] = newPermitID()
+	}
+	return ids
 }
 
 // newPermitID returns a fresh permit id's bytes, as Redisson draws them.
