@@ -417,10 +417,21 @@ func (r renewer) Renew(ctx context.Context, batch []watchdog.Renewal[item], errs
 		case err != nil:
 			errs[i] = err
 		case n == 0:
-			errs[i] = fmt.Errorf("redisson: %q: field %q gone: %w", batch[i].Item.key, batch[i].Item.field, watchdog.ErrNotHeld)
+			errs[i] = fieldGone{batch[i].Item.field}
 		}
 	}
 }
+
+// fieldGone is a renewal's answer that the hold's owner field is gone
+// from its hash: the watchdog's ErrNotHeld (errors.Is), in words that do
+// not repeat what the loss's cause says before it (the lock, its name,
+// "watchdog").
+type fieldGone struct{ field string }
+
+func (e fieldGone) Error() string {
+	return fmt.Sprintf("its owner field %q is gone from the hash", e.field)
+}
+func (e fieldGone) Is(target error) bool { return target == watchdog.ErrNotHeld }
 
 // newUUID returns a random (version 4) UUID, as Java's UUID.randomUUID.
 func newUUID() string {
