@@ -59,7 +59,12 @@ type Hub struct {
 	o      Owner
 	sh     *shards // sharded mode: a Cluster's (shard.go); nil otherwise
 
-	wanted  map[string]bool
+	wanted map[string]bool
+	// armed: the server confirmed the channel's subscription and has not
+	// dropped it since, wanted or not: a channel wanted again before its
+	// UNSUBSCRIBE went out is subscribed still, and no confirmation will
+	// come to say so.
+	armed   map[string]bool
 	ps      *redis.PubSub
 	dirty   map[string]bool // channels whose subscription may need a round trip
 	reopen  chan struct{}   // non-nil while the receiver waits for a new connection
@@ -89,7 +94,7 @@ const (
 // has; otherwise every channel is subscribed with SUBSCRIBE on one
 // connection. Nothing is dialled before the first Want.
 func New(client redis.UniversalClient, sharded bool, mu *sync.Mutex, o Owner) *Hub {
-	h := &Hub{client: client, mu: mu, o: o, wanted: map[string]bool{}, dirty: map[string]bool{},
+	h := &Hub{client: client, mu: mu, o: o, wanted: map[string]bool{}, armed: map[string]bool{}, dirty: map[string]bool{},
 		subscribed: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{}),
 		subscriber: make(chan struct{}), receiver: make(chan struct{})}
 	if cc, ok := client.(*redis.ClusterClient); ok && sharded {
@@ -99,7 +104,8 @@ func New(client redis.UniversalClient, sharded bool, mu *sync.Mutex, o Owner) *H
 }
 
 // Want subscribes channel, unless it is wanted already or the Hub is
-// closed. The Owner hears Armed(channel) once the server confirms it.
+// closed. The Owner hears Armed(channel) once the server confirms it: at
+// once, before Want returns, when it is subscribed still.
 func (h *Hub) Want(channel string) {
 	if h.closed || h.wanted[channel] {
 		return
@@ -116,6 +122,9 @@ func (h *Hub) Want(channel string) {
 	}
 	h.wanted[channel] = true
 	h.markDirty(channel)
+	if h.armed[channel] {
+		h.o.Armed(channel)
+	}
 }
 
 // Drop unsubscribes channel, unless nobody wanted it.
@@ -185,6 +194,7 @@ func (h *Hub) swapConn() (old *redis.PubSub) {
 	defer h.mu.Unlock()
 	old = h.ps
 	h.ps = h.client.Subscribe(context.Background())
+	clear(h.armed)
 	for ch := range h.wanted {
 		h.o.Lost(ch)
 		h.dirty[ch] = true
@@ -233,6 +243,7 @@ func (h *Hub) takeDirty() (add, drop []string, ps *redis.PubSub) {
 			add = append(add, ch)
 		case !want && h.subscribed[ch]:
 			drop = append(drop, ch)
+			delete(h.armed, ch)
 		}
 	}
 	clear(h.dirty)
@@ -307,6 +318,7 @@ func (h *Hub) missed() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.closed {
+		clear(h.armed) // until go-redis has subscribed them anew
 		h.o.Missed()
 	}
 }
@@ -323,10 +335,16 @@ func (h *Hub) deliver(msg any) (closed bool) {
 	case *redis.Message:
 		h.o.Message(msg.Channel, msg.Payload)
 	case *redis.Subscription:
-		if h.wanted[msg.Channel] && msg.Kind == "subscribe" {
+		switch {
+		case msg.Kind == "unsubscribe":
+			delete(h.armed, msg.Channel)
+		case msg.Kind == "subscribe":
 			// Armed, or re-armed after a reconnection that may have lost
 			// messages.
-			h.o.Armed(msg.Channel)
+			h.armed[msg.Channel] = true
+			if h.wanted[msg.Channel] {
+				h.o.Armed(msg.Channel)
+			}
 		}
 	}
 	return false

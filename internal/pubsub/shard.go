@@ -260,6 +260,7 @@ func (h *Hub) lose(channels []string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ch := range channels {
+		delete(h.armed, ch)
 		if h.wanted[ch] {
 			h.o.Lost(ch)
 		}
@@ -282,6 +283,7 @@ func (h *Hub) takeShardWork(hold bool) (add, drop []string) {
 			add = append(add, ch)
 		case !want && placed:
 			drop = append(drop, ch)
+			delete(h.armed, ch)
 		}
 		if !want {
 			delete(h.sh.avoid, ch)
@@ -455,6 +457,9 @@ func (h *Hub) deliverShard(sc *shardConn, msg any) (stop bool) {
 	case *redis.Message:
 		h.o.Message(msg.Channel, msg.Payload)
 	case *redis.Subscription:
+		if strings.HasSuffix(msg.Kind, "unsubscribe") {
+			delete(h.armed, msg.Channel)
+		}
 		switch {
 		case msg.Kind == "sunsubscribe" && sc.unsubs[msg.Channel] > 0:
 			// The answer to an SUNSUBSCRIBE of the subscriber's.
@@ -466,9 +471,12 @@ func (h *Hub) deliverShard(sc *shardConn, msg any) (stop bool) {
 			// subscriber knows whether it was still subscribed here.
 			h.sh.events = append(h.sh.events, shardEvent{sc: sc, channel: msg.Channel})
 			h.poke()
-		case h.wanted[msg.Channel] && (msg.Kind == "ssubscribe" || msg.Kind == "subscribe"):
-			h.o.Armed(msg.Channel)
-			h.sh.confirmed = true
+		case msg.Kind == "ssubscribe" || msg.Kind == "subscribe":
+			h.armed[msg.Channel] = true
+			if h.wanted[msg.Channel] {
+				h.o.Armed(msg.Channel)
+				h.sh.confirmed = true
+			}
 		}
 	}
 	return false

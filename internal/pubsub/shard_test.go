@@ -23,7 +23,7 @@ func (c *counts) Missed()                { c.missed++ }
 // subscribed again, and its node avoided, for nothing.
 func TestShardUnsubscribeAnswers(t *testing.T) {
 	o := &counts{}
-	h := &Hub{mu: &sync.Mutex{}, o: o, wanted: map[string]bool{"ch": true}, sh: &shards{}, kick: make(chan struct{}, 1)}
+	h := &Hub{mu: &sync.Mutex{}, o: o, wanted: map[string]bool{"ch": true}, armed: map[string]bool{}, sh: &shards{}, kick: make(chan struct{}, 1)}
 	sc := &shardConn{addr: "a", unsubs: map[string]int{"ch": 1}}
 	drop := &redis.Subscription{Kind: "sunsubscribe", Channel: "ch"}
 	h.deliverShard(sc, drop)
