@@ -17,8 +17,8 @@ var ErrForceUnlocked = errors.New("force-unlocked: a message on its channel made
 
 // listenAfter is how long a hold lives before it listens to its lock's
 // channel: the longest a force unlock in a hold's first moments goes
-// unnoticed, against a subscription (a pub/sub connection, a SUBSCRIBE
-// and a look) for every short hold.
+// unnoticed, against a subscription (a SUBSCRIBE and an UNSUBSCRIBE on
+// the Client's shared connection, and a look) for every short hold.
 const listenAfter = 500 * time.Millisecond
 
 // guard listens, for as long as h lives, to its lock's channel, and looks
