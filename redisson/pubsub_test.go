@@ -42,9 +42,33 @@ func sharesConnections(t *testing.T, c redis.UniversalClient, nodes []*redis.Cli
 		}
 		t.Cleanup(func() { _ = h.Unlock(context.Background()) })
 	}
-	// Waiters on locks a Java client holds, stopped before those go.
+	waitOnJavaLocks(ctx, t, c, cl, waits)
+	// Every holder and waiter listens, with both kinds on a Cluster.
+	want := holds + waits
+	if len(nodes) > 1 {
+		want *= 2
+	}
+	for subscribed(ctx, nodes) < want {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("%d subscriptions, want %d", subscribed(ctx, nodes), want)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	conns := countPubSubConns(ctx, t, nodes)
+	t.Logf("%d holders and %d waiters listen on %d pub/sub connections", holds, waits, conns)
+	if conns > most {
+		t.Fatalf("%d pub/sub connections (CLIENT LIST TYPE pubsub) for %d channels, want at most %d", conns, holds+waits, most)
+	}
+}
+
+// waitOnJavaLocks has n waiters of cl wait, until the test ends, on locks
+// a Java client holds.
+func waitOnJavaLocks(ctx context.Context, t *testing.T, c redis.UniversalClient, cl *redisson.Client, n int) {
+	t.Helper()
+	// The waiters stop before the locks go.
 	var names []string
-	for i := range waits {
+	for i := range n {
 		name := fmt.Sprintf("share-java-%d", i)
 		if err := c.HSet(ctx, name, "java-client:1", 1).Err(); err != nil {
 			t.Fatal(err)
@@ -66,18 +90,12 @@ func sharesConnections(t *testing.T, c redis.UniversalClient, nodes []*redis.Cli
 			}
 		})
 	}
-	// Every holder and waiter listens, with both kinds on a Cluster.
-	want := holds + waits
-	if len(nodes) > 1 {
-		want *= 2
-	}
-	for subscribed(ctx, nodes) < want {
-		select {
-		case <-ctx.Done():
-			t.Fatalf("%d subscriptions, want %d", subscribed(ctx, nodes), want)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+}
+
+// countPubSubConns counts the pub/sub connections of nodes (CLIENT LIST TYPE
+// pubsub: subscribed to a channel of any kind).
+func countPubSubConns(ctx context.Context, t *testing.T, nodes []*redis.Client) int {
+	t.Helper()
 	conns := 0
 	for _, n := range nodes {
 		list, err := n.Do(ctx, "CLIENT", "LIST", "TYPE", "pubsub").Text()
@@ -90,10 +108,7 @@ func sharesConnections(t *testing.T, c redis.UniversalClient, nodes []*redis.Cli
 			}
 		}
 	}
-	t.Logf("%d holders and %d waiters listen on %d pub/sub connections", holds, waits, conns)
-	if conns > most {
-		t.Fatalf("%d pub/sub connections (CLIENT LIST TYPE pubsub) for %d channels, want at most %d", conns, holds+waits, most)
-	}
+	return conns
 }
 
 // subscribed counts the channels subscribed on nodes, classic and
