@@ -198,11 +198,12 @@
 // message wakes it, at the holder's TTL (a holder can die) and at its
 // backoff step (WithBackOff). As in Redisson's LockPubSub, a "0" wakes one
 // waiter of the Client (the first not woken yet) and a "1" every one; a
-// waiter that leaves without the lock passes its wake on. Each channel
-// costs a pub/sub connection per kind while someone in the Client waits
-// on it or holds its lock (a holder listens for a force unlock); an
-// RFairLock's waiters each wait on a channel of their own, so each costs
-// its own. BenchmarkHeldLocks measures a held name's cost.
+// waiter that leaves without the lock passes its wake on. A channel is
+// subscribed while someone in the Client waits on it or holds its lock (a
+// holder listens for a force unlock), on connections the whole Client
+// shares: one classic pub/sub connection, and on a Cluster one sharded
+// connection per primary besides; an RFairLock's waiters each wait on a
+// channel of their own. BenchmarkHeldLocks measures a held name's cost.
 //
 // # What holds when Go and Java share a name
 //

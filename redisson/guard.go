@@ -17,17 +17,19 @@ var ErrForceUnlocked = errors.New("force-unlocked: a message on its channel made
 
 // listenAfter is how long a hold lives before it listens to its lock's
 // channel: the longest a force unlock in a hold's first moments goes
-// unnoticed, against a subscription (a pub/sub connection, a SUBSCRIBE
-// and a look) for every short hold.
+// unnoticed, against a subscription (a SUBSCRIBE and an UNSUBSCRIBE on
+// the Client's shared connection, and a look) for every short hold.
 const listenAfter = 500 * time.Millisecond
 
 // guard listens, for as long as h lives, to its lock's channel, and looks
 // at h's field on every message there: a force unlock deletes the hash
 // and publishes what a release does, and without this a holder would
 // learn of it only at its next renewal, a third of the TTL later (10s at
-// Redisson's default). It shares the channel's subscription with every
-// waiter and holder of the Client. It looks once too when the
-// subscription is confirmed, for a force between the grant and then.
+// Redisson's default). It shares the channel's subscription, and the
+// Client's pub/sub connections, with every waiter and holder of the
+// Client. It looks once too when the subscription is confirmed, for a
+// force between the grant and then, and whenever a message may have been
+// missed (a connection broke, a subscription was lost and made anew).
 // It starts listening only once h has lived listenAfter: a lock held for
 // less (the common cycle of a short critical section) costs no
 // subscription, and a force in that time is found by the first look.
@@ -40,23 +42,18 @@ func (c *Client) guard(h *hold) {
 		t.Stop()
 		return
 	}
-	poke, ready, stop, err := c.notifier.watch(h.key.channel())
+	poke, stop, err := c.notifier.watch(h.key.channel())
 	if err != nil {
 		return // the Client is closing
 	}
 	defer stop()
-	select {
-	case <-ready:
-	case <-h.ctx.Done():
-		return
-	}
 	for {
-		c.look(h)
 		select {
 		case <-poke:
 		case <-h.ctx.Done():
 			return
 		}
+		c.look(h)
 	}
 }
 

@@ -5,38 +5,53 @@ import (
 	"errors"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/internal/pubsub"
 )
 
-// The notifier tells waiting Locks of the messages on their lock's
-// channel. A Java waiter listens with one kind of pub/sub, the kind its
-// client publishes with (SUBSCRIBE, or SSUBSCRIBE on a Cluster with
+// The notifier tells waiting Locks, and holders, of the messages on their
+// lock's channel. A Java waiter listens with one kind of pub/sub, the kind
+// its client publishes with (SUBSCRIBE, or SSUBSCRIBE on a Cluster with
 // sharding on), and a Java holder publishes with that kind: a Go waiter on
 // a Cluster therefore listens to both, so that it hears every Java client
 // whatever its configuration. One subscription per channel and kind is
-// shared by every waiter of the Client on that channel, and closed with
-// the last of them: a Cluster's sharded channel must be subscribed on the
-// node that owns its slot, which a go-redis pub/sub connection of its own
-// finds (and finds again after a reconnection) by itself, and a wait is
-// short-lived.
+// shared by every waiter and holder of the Client on that channel, and
+// dropped with the last of them; and every subscription of the Client
+// shares one classic pub/sub connection, plus on a Cluster one sharded
+// connection per primary that owns a channel listened to (internal/pubsub,
+// lease's engine too, which reconnects and resubscribes by itself). A
+// Client holding thousands of locks holds a handful of connections, not
+// thousands.
+//
+// mu guards the subscriptions and, shared with the two hubs, what they
+// want; the hubs call subOwner's methods with it held.
 type notifier struct {
-	client  redis.UniversalClient
-	sharded bool // listen with SSUBSCRIBE too
-
-	mu     sync.Mutex
-	subs   map[string]*subscription
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	classic *pubsub.Hub
+	shard   *pubsub.Hub // a Cluster's SSUBSCRIBE; nil otherwise
+	subs    map[string]*subscription
+	closed  bool
 }
+
+// The kinds of subscription, as indexes of subscription.armed.
+const (
+	classicKind = iota
+	shardKind
+)
 
 type subscription struct {
 	channel string
-	conns   []*redis.PubSub
-	ready   chan struct{} // closed once every kind is confirmed, or failed
+	ready   chan struct{} // closed once every kind was confirmed, or at close
+	isReady bool          // ready is closed
+	armed   [2]bool       // by kind: confirmed and not lost since
+	// late: a waiter stopped waiting for ready: the confirmation that
+	// closes it wakes the waiters, whose last look may have gone before.
+	late bool
 	// waiters in the order they came: a "0" wakes the first not woken
 	// yet, as Redisson's LockPubSub releases one permit of its latch.
 	waiters []chan struct{}
@@ -44,17 +59,36 @@ type subscription struct {
 	// waiters (Redisson's SemaphorePubSub), rather than a lock's "0"/"1".
 	counted bool
 	// watchers are the Client's holders of the lock: every message, and
-	// every error of a connection, pokes each of them (a force unlock
-	// publishes what a release does), without taking a waiter's wake.
+	// every time a message may have been missed, pokes each of them (a
+	// force unlock publishes what a release does), without taking a
+	// waiter's wake.
 	watchers []chan struct{}
 }
+
+// readyWait bounds how long a waiter waits for its subscription's
+// confirmation before it looks anyway: a subscription that fails is tried
+// again by the hub, and the waiter falls back on its backoff and the
+// holder's TTL meanwhile.
+const readyWait = time.Second
 
 // unused reports whether s serves nobody any more, under n.mu.
 func (s *subscription) unused() bool { return len(s.waiters) == 0 && len(s.watchers) == 0 }
 
 func newNotifier(c redis.UniversalClient) *notifier {
-	_, cluster := c.(*redis.ClusterClient)
-	return &notifier{client: c, sharded: cluster, subs: map[string]*subscription{}}
+	n := &notifier{subs: map[string]*subscription{}}
+	n.classic = pubsub.New(c, false, &n.mu, subOwner{n, classicKind})
+	if backend.Sharded(c) {
+		n.shard = pubsub.New(c, true, &n.mu, subOwner{n, shardKind})
+	}
+	return n
+}
+
+// kinds is how many kinds of subscription each channel has.
+func (n *notifier) kinds() int {
+	if n.shard != nil {
+		return 2
+	}
+	return 1
 }
 
 // errNotifierClosed ends a wait whose Client closed.
@@ -66,8 +100,8 @@ var errNotifierClosed = errors.New("redisson: client closed")
 // true when the waiter leaves without the lock, so that a wake it may
 // have taken goes to the next waiter instead of being lost. It returns
 // once the subscriptions are confirmed (a message published after that
-// reaches the waiter) or ctx ends; a subscription that failed leaves the
-// waiter to its backoff and the holder's TTL.
+// reaches the waiter), ctx ends or readyWait passed; then the
+// confirmation wakes the waiter.
 func (n *notifier) listen(ctx context.Context, channel string) (<-chan struct{}, func(passOn bool), error) {
 	return n.listenKind(ctx, channel, false)
 }
@@ -90,6 +124,7 @@ func (n *notifier) listenKind(ctx context.Context, channel string, counted bool)
 	n.mu.Unlock()
 	stop := func(passOn bool) {
 		n.mu.Lock()
+		defer n.mu.Unlock()
 		if i := slices.Index(s.waiters, wake); i >= 0 {
 			s.waiters = slices.Delete(s.waiters, i, i+1)
 		}
@@ -98,179 +133,162 @@ func (n *notifier) listenKind(ctx context.Context, channel string, counted bool)
 		}
 		n.release(s)
 	}
+	t := time.NewTimer(readyWait)
+	defer t.Stop()
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
+	case <-t.C:
+		n.mu.Lock()
+		s.late = !s.isReady
+		n.mu.Unlock()
 	}
 	return wake, stop, nil
 }
 
-// subscribe returns channel's subscription, opened if it has none, under
+// subscribe returns channel's subscription, made if it has none, under
 // n.mu.
 func (n *notifier) subscribe(channel string, counted bool) *subscription {
 	s := n.subs[channel]
 	if s == nil {
 		s = &subscription{channel: channel, ready: make(chan struct{}), counted: counted}
 		n.subs[channel] = s
-		n.open(s)
+		n.classic.Want(channel)
+		if n.shard != nil {
+			n.shard.Want(channel)
+		}
 	}
 	return s
 }
 
-// release closes s if it serves nobody any more. It takes n.mu, held by
-// the caller.
+// release drops s if it serves nobody any more, under n.mu.
 func (n *notifier) release(s *subscription) {
-	var conns []*redis.PubSub
-	if s.unused() && n.subs[s.channel] == s {
-		delete(n.subs, s.channel)
-		conns = s.conns
+	if !s.unused() || n.subs[s.channel] != s {
+		return
 	}
-	n.mu.Unlock()
-	for _, ps := range conns {
-		_ = ps.Close()
+	delete(n.subs, s.channel)
+	n.classic.Drop(s.channel)
+	if n.shard != nil {
+		n.shard.Drop(s.channel)
 	}
 }
 
 // watch registers a holder on channel: the returned channel is poked
-// (one buffered slot) on every message and on every error of a
-// subscription, and ready is closed once the subscriptions are confirmed
-// (or failed). A holder shares channel's subscription with every waiter
-// and holder of the Client on it: it opens none of its own. stop
-// unregisters it, closing the subscription with its last user.
-func (n *notifier) watch(channel string) (poke <-chan struct{}, ready <-chan struct{}, stop func(), err error) {
+// (one buffered slot) once the subscriptions are confirmed (at once if
+// they are already), on every message, and whenever a message may have
+// been missed. A holder shares channel's subscription with every waiter
+// and holder of the Client on it. stop unregisters it, dropping the
+// subscription with its last user.
+func (n *notifier) watch(channel string) (poke <-chan struct{}, stop func(), err error) {
 	w := make(chan struct{}, 1)
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.closed {
-		return nil, nil, nil, errNotifierClosed
+		return nil, nil, errNotifierClosed
 	}
 	s := n.subscribe(channel, false)
 	s.watchers = append(s.watchers, w)
+	if s.isReady {
+		w <- struct{}{} // look now: messages are heard from here on
+	}
 	stop = func() {
 		n.mu.Lock()
+		defer n.mu.Unlock()
 		if i := slices.Index(s.watchers, w); i >= 0 {
 			s.watchers = slices.Delete(s.watchers, i, i+1)
 		}
 		n.release(s)
 	}
-	return w, s.ready, stop, nil
+	return w, stop, nil
 }
 
-// open starts the subscriptions of s, under n.mu.
-func (n *notifier) open(s *subscription) {
-	ctx := context.Background()
-	kinds := []*redis.PubSub{n.client.Subscribe(ctx)}
-	if n.sharded {
-		kinds = append(kinds, n.client.SSubscribe(ctx))
-	}
-	s.conns = kinds
-	var confirmed sync.WaitGroup
-	confirmed.Add(len(kinds))
-	for i, ps := range kinds {
-		var once sync.Once
-		done := func() { once.Do(confirmed.Done) }
-		n.wg.Add(1)
-		go n.receive(s, ps, i == 1, done)
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		confirmed.Wait()
-		close(s.ready)
-	}()
+// subOwner is what one hub (one kind) tells the notifier, with n.mu held.
+type subOwner struct {
+	n    *notifier
+	kind int
 }
 
-// receive reads one subscription of s until it is closed: it confirms it
-// (done), and wakes every waiter of s on each message and on each error
-// (a message may have been missed while the connection was down).
-func (n *notifier) receive(s *subscription, ps *redis.PubSub, sharded bool, done func()) {
-	defer n.wg.Done()
-	defer done()
-	ctx := context.Background()
-	var err error
-	if sharded {
-		err = ps.SSubscribe(ctx, s.channel)
-	} else {
-		err = ps.Subscribe(ctx, s.channel)
+// Message wakes the waiters of the channel a message is for, and pokes
+// its holders.
+func (o subOwner) Message(channel, payload string) {
+	if s := o.n.subs[channel]; s != nil {
+		s.deliver(payload)
 	}
-	if err != nil {
+}
+
+// Armed: channel's subscription of this kind is confirmed. Once every
+// kind is, messages are heard: the holders look then (a force between
+// their grant and then went unheard), and so do the waiters that stopped
+// waiting for it. A confirmation anew, after a reconnection or a failover,
+// has every holder and waiter look: a message may have been missed.
+func (o subOwner) Armed(channel string) {
+	s := o.n.subs[channel]
+	if s == nil {
 		return
 	}
-	for {
-		msg, err := ps.Receive(ctx)
-		switch m := msg.(type) {
-		case *redis.Subscription:
-			if m.Channel == s.channel && (m.Kind == "subscribe" || m.Kind == "ssubscribe") {
-				done()
+	s.armed[o.kind] = true
+	wasReady := s.isReady
+	if !wasReady {
+		for k := range o.n.kinds() {
+			if !s.armed[k] {
+				return
 			}
-			continue
-		case *redis.Message:
-			n.deliver(s, m.Payload)
-			continue
 		}
-		if err == nil {
-			continue // a pong
-		}
-		if errors.Is(err, redis.ErrClosed) || !n.current(s) {
-			return
-		}
-		if sharded && strings.Contains(strings.ToLower(err.Error()), "unknown command") {
-			// A server older than 7.0 has no SSUBSCRIBE, nor SPUBLISH:
-			// every message there is classic, heard by the other kind.
-			return
-		}
-		done() // a failed subscription: the waiter falls back on its timers
-		n.mu.Lock()
-		s.pokeWatchers() // a message may have been missed: they look
-		n.mu.Unlock()
-		n.wake(s, true)
-		// go-redis dials again on the next Receive: pause, so that a
-		// server that is down is not hammered.
-		time.Sleep(50 * time.Millisecond)
+		s.isReady = true
+		close(s.ready)
+	}
+	s.pokeWatchers()
+	if wasReady || s.late {
+		s.late = false
+		s.wakeAll()
 	}
 }
 
-// current reports whether s still serves waiters.
-func (n *notifier) current(s *subscription) bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return !n.closed && n.subs[s.channel] == s
+// Lost: channel's subscription of this kind is gone until Armed anew,
+// which has everyone look.
+func (o subOwner) Lost(channel string) {
+	if s := o.n.subs[channel]; s != nil {
+		s.armed[o.kind] = false
+	}
 }
 
-// deliver wakes the waiters of s a message is for. A lock's messages:
-// "0" (UNLOCK_MESSAGE) lets one waiter look, "1" (READ_UNLOCK_MESSAGE)
-// every one. A semaphore's: a number of permits wakes as many waiters
-// not woken yet, none for 0 or less, as SemaphorePubSub releases
-// min(waiters, n) permits of its latch; one that is not a number, every
-// waiter.
-func (n *notifier) deliver(s *subscription, payload string) {
-	n.mu.Lock()
+// Missed: the connection broke, and messages may have been lost: every
+// holder and waiter looks.
+func (o subOwner) Missed() {
+	for _, s := range o.n.subs {
+		s.pokeWatchers()
+		s.wakeAll()
+	}
+}
+
+// deliver wakes the waiters of s a message is for, and pokes every
+// holder, under n.mu. A lock's messages: "0" (UNLOCK_MESSAGE) lets one
+// waiter look, "1" (READ_UNLOCK_MESSAGE) every one. A semaphore's: a
+// number of permits wakes as many waiters not woken yet, none for 0 or
+// less, as SemaphorePubSub releases min(waiters, n) permits of its latch;
+// one that is not a number, every waiter.
+func (s *subscription) deliver(payload string) {
 	s.pokeWatchers()
-	n.mu.Unlock()
 	if !s.counted {
-		n.wake(s, payload != "0")
+		if payload == "0" {
+			s.wakeOne()
+		} else {
+			s.wakeAll()
+		}
 		return
 	}
 	k, err := strconv.ParseInt(payload, 10, 64)
 	if err != nil {
-		n.wake(s, true)
+		s.wakeAll()
 		return
 	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
 	for range min(k, int64(len(s.waiters))) {
 		s.wakeOne()
 	}
 }
 
-// wake wakes every waiter of s (all), or the first not woken yet.
-func (n *notifier) wake(s *subscription, all bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if !all {
-		s.wakeOne()
-		return
-	}
+// wakeAll wakes every waiter of s, under n.mu.
+func (s *subscription) wakeAll() {
 	for _, w := range s.waiters {
 		select {
 		case w <- struct{}{}:
@@ -300,25 +318,22 @@ func (s *subscription) pokeWatchers() {
 	}
 }
 
-// close ends every subscription and waits for its goroutines.
+// close wakes every waiter, ends every subscription and waits for the
+// hubs' goroutines.
 func (n *notifier) close() {
 	n.mu.Lock()
 	n.closed = true
-	subs := n.subs
+	for _, s := range n.subs {
+		s.wakeAll()
+		if !s.isReady {
+			s.isReady = true
+			close(s.ready)
+		}
+	}
 	n.subs = map[string]*subscription{}
-	for _, s := range subs {
-		for _, w := range s.waiters {
-			select {
-			case w <- struct{}{}:
-			default:
-			}
-		}
-	}
 	n.mu.Unlock()
-	for _, s := range subs {
-		for _, ps := range s.conns {
-			_ = ps.Close()
-		}
+	n.classic.Close()
+	if n.shard != nil {
+		n.shard.Close()
 	}
-	n.wg.Wait()
 }

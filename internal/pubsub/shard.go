@@ -1,4 +1,4 @@
-package lease
+package pubsub
 
 import (
 	"context"
@@ -14,17 +14,16 @@ import (
 	"github.com/tenure-go/tenure/internal/backend"
 )
 
-// The notifier's sharded mode, for a manager over a Redis Cluster
-// (backend.Sharded). On a Cluster the scripts publish release messages with
-// SPUBLISH (Redis 7.0 and later), which reaches only the nodes of the
-// channel's slot, and a node delivers it only to its own SSUBSCRIBE
-// subscribers of that channel: a release costs nothing on the nodes that
-// do not own the name. A go-redis ClusterClient pub/sub connection serves
-// the slot of its first channel only, and on reconnection resubscribes all
-// its channels in one command, which a Cluster refuses across slots. So
-// the notifier keeps a pub/sub connection of its own per primary that owns
-// a channel waited on (a shardConn), subscribes each channel on its owner,
-// and reconnects by itself:
+// The Hub's sharded mode, for a Cluster. There a message is
+// published with SPUBLISH (Redis 7.0 and later), which reaches only the
+// nodes of the channel's slot, and a node delivers it only to its own
+// SSUBSCRIBE subscribers of that channel: a message costs nothing on the
+// nodes that do not own its channel. A go-redis ClusterClient pub/sub
+// connection serves the slot of its first channel only, and on
+// reconnection resubscribes all its channels in one command, which a
+// Cluster refuses across slots. So the Hub keeps a pub/sub connection of
+// its own per primary that owns a channel wanted (a shardConn), subscribes
+// each channel on its owner, and reconnects by itself:
 //
 //   - A connection that fails (broken, a ping unanswered, an error reply
 //     other than MOVED) is retired: closed, and its channels subscribed
@@ -38,31 +37,32 @@ import (
 //     reloaded from a node that has not heard of the change yet is stale
 //     too, and a demoted primary takes SSUBSCRIBE (as a replica of the
 //     slot's new primary it hears the slot's messages) but is not the
-//     slot's owner, where the notifier keeps each subscription.
+//     slot's owner, where the Hub keeps each subscription.
 //   - After each such event the subscriber waits a little before it
 //     subscribes again (50ms, doubling to 2s while events keep coming and
 //     no subscription is confirmed), so that the reload can land and a
-//     Cluster that is down is not hammered. The waiters of a channel that
-//     lost its subscription are woken once it is confirmed anew, to look
-//     for themselves: a message published meanwhile went unheard. Not
-//     before: its primary may be down, and a failed attempt ends a wait.
-//   - A primary that does not know SSUBSCRIBE (Redis 6.2, where
-//     spublish.lua publishes classic messages, which a Cluster carries to
-//     every node) is subscribed with SUBSCRIBE.
-//   - A connection stays open, idle or not, until it fails or the
-//     notifier closes: there are few primaries, and waits come and go.
+//     Cluster that is down is not hammered. A channel that lost its
+//     subscription is Lost to the Owner, and Armed once it is confirmed
+//     anew: a message published meanwhile went unheard. The Owner is not
+//     told to look before that: the primary may be down, and a failed
+//     attempt ends a wait.
+//   - A primary that does not know SSUBSCRIBE (Redis 6.2, where messages
+//     are published classic, which a Cluster carries to every node) is
+//     subscribed with SUBSCRIBE.
+//   - A connection stays open, idle or not, until it fails or the Hub
+//     closes: there are few primaries, and channels come and go.
 //
-// Who owns what, besides notify.go's rules (mu guards the waiters and what
-// they want; no round trip is made under it):
+// Who owns what, besides hub.go's rules (mu guards what is wanted; no
+// round trip is made under it):
 //   - The subscriber goroutine alone makes, writes to and retires shard
 //     connections, and alone knows which channel is subscribed where:
 //     everything in shards but events, confirmed and the receivers'
 //     WaitGroup.
 //   - Each shard connection has a receiver goroutine of its own, which
-//     reads it, wakes waiters, pings it when quiet, and reports to the
+//     reads it, tells the Owner, pings it when quiet, and reports to the
 //     subscriber (events, under mu) a failure, a MOVED, or a channel the
 //     server dropped. It returns once its connection has failed or been
-//     retired, or the notifier closed.
+//     retired, or the Hub closed.
 type shards struct {
 	cluster *redis.ClusterClient
 
@@ -75,7 +75,7 @@ type shards struct {
 	hold    time.Time             // no SSUBSCRIBE before this
 	retry   *time.Timer           // pokes the subscriber at hold
 
-	// Guarded by notifier.mu.
+	// Guarded by mu.
 	events    []shardEvent
 	confirmed bool // a subscription was confirmed since the subscriber looked
 
@@ -88,7 +88,7 @@ type shardConn struct {
 	ps      *redis.PubSub
 	classic bool // SUBSCRIBE: the primary refused SSUBSCRIBE
 
-	// Guarded by notifier.mu.
+	// Guarded by mu.
 	retired bool           // its receiver stops
 	unsubs  map[string]int // SUNSUBSCRIBEs sent, by channel, not yet answered
 }
@@ -113,16 +113,6 @@ type shardEvent struct {
 	err     error
 }
 
-const (
-	// pubsubIdle is how long a pub/sub connection may be quiet before it
-	// is pinged: a dead one is replaced within two of these.
-	pubsubIdle = 2 * time.Second
-	// The wait before subscribing again after a failure, doubled per
-	// failure up to the most.
-	shardRetryFirst = 50 * time.Millisecond
-	shardRetryMost  = 2 * time.Second
-)
-
 func newShards(c *redis.ClusterClient) *shards {
 	t := time.NewTimer(time.Hour)
 	t.Stop()
@@ -131,49 +121,49 @@ func newShards(c *redis.ClusterClient) *shards {
 }
 
 // subscribeShards is the subscriber goroutine of the sharded mode.
-func (n *notifier) subscribeShards() {
-	defer close(n.subscriber)
-	defer n.sh.retry.Stop()
+func (h *Hub) subscribeShards() {
+	defer close(h.subscriber)
+	defer h.sh.retry.Stop()
 	for {
 		select {
-		case <-n.kick:
-		case <-n.sh.retry.C:
-		case <-n.done:
+		case <-h.kick:
+		case <-h.sh.retry.C:
+		case <-h.done:
 			return
 		}
-		n.reconcileShards()
+		h.reconcileShards()
 	}
 }
 
 // reconcileShards handles the receivers' reports, then makes the servers'
-// subscriptions what the waiters want.
-func (n *notifier) reconcileShards() {
-	sh := n.sh
-	events, confirmed := n.takeEvents()
+// subscriptions what the Owner wants.
+func (h *Hub) reconcileShards() {
+	sh := h.sh
+	events, confirmed := h.takeEvents()
 	if confirmed {
 		sh.fails = 0
 	}
 	if len(events) > 0 {
 		var lost []string
 		for _, ev := range events {
-			lost = append(lost, n.shardEvent(ev)...)
+			lost = append(lost, h.shardEvent(ev)...)
 		}
-		n.lose(lost)
-		n.backOff()
+		h.lose(lost)
+		h.backOff()
 	}
 	hold := time.Now().Before(sh.hold)
-	add, drop := n.takeShardWork(hold)
-	n.unsubscribeShards(drop)
-	n.subscribeShardChannels(add)
-	if n.pending() {
+	add, drop := h.takeShardWork(hold)
+	h.unsubscribeShards(drop)
+	h.subscribeShardChannels(add)
+	if h.pending() {
 		sh.retry.Reset(time.Until(sh.hold))
 	}
 }
 
 // shardEvent handles one report; it returns the channels that lost their
 // subscription.
-func (n *notifier) shardEvent(ev shardEvent) (lost []string) {
-	sh := n.sh
+func (h *Hub) shardEvent(ev shardEvent) (lost []string) {
+	sh := h.sh
 	if sh.conns[ev.sc.addr] != ev.sc {
 		return nil // retired already
 	}
@@ -181,7 +171,7 @@ func (n *notifier) shardEvent(ev shardEvent) (lost []string) {
 		if sh.placed[ev.channel] == ev.sc {
 			lost = append(lost, ev.channel)
 		}
-		return n.letGo(ev.sc, lost)
+		return h.letGo(ev.sc, lost)
 	}
 	if slot, ok := movedSlot(ev.err); ok {
 		for ch, sc := range sh.placed {
@@ -189,21 +179,21 @@ func (n *notifier) shardEvent(ev shardEvent) (lost []string) {
 				lost = append(lost, ch)
 			}
 		}
-		return n.letGo(ev.sc, lost)
+		return h.letGo(ev.sc, lost)
 	}
 	if backend.UnknownCommand(ev.err) {
 		sh.classic[ev.sc.addr] = true
 	} else {
 		delete(sh.classic, ev.sc.addr) // perhaps upgraded since
 	}
-	return n.retire(ev.sc)
+	return h.retire(ev.sc)
 }
 
 // letGo takes channels off sc, which let them go, and has them avoid sc.
-func (n *notifier) letGo(sc *shardConn, channels []string) []string {
+func (h *Hub) letGo(sc *shardConn, channels []string) []string {
 	for _, ch := range channels {
-		delete(n.sh.placed, ch)
-		n.sh.avoid[ch] = &avoidance{addr: sc.addr}
+		delete(h.sh.placed, ch)
+		h.sh.avoid[ch] = &avoidance{addr: sc.addr}
 	}
 	return channels
 }
@@ -223,8 +213,8 @@ func movedSlot(err error) (int, bool) {
 }
 
 // retire closes sc and returns the channels it served.
-func (n *notifier) retire(sc *shardConn) (lost []string) {
-	sh := n.sh
+func (h *Hub) retire(sc *shardConn) (lost []string) {
+	sh := h.sh
 	delete(sh.conns, sc.addr)
 	for ch, p := range sh.placed {
 		if p == sc {
@@ -232,17 +222,17 @@ func (n *notifier) retire(sc *shardConn) (lost []string) {
 			lost = append(lost, ch)
 		}
 	}
-	n.mu.Lock()
+	h.mu.Lock()
 	sc.retired = true
-	n.mu.Unlock()
+	h.mu.Unlock()
 	_ = sc.ps.Close()
 	return lost
 }
 
 // backOff reloads the slot map and holds new subscriptions back for a
 // while, longer after each failure.
-func (n *notifier) backOff() {
-	sh := n.sh
+func (h *Hub) backOff() {
+	sh := h.sh
 	sh.cluster.ReloadState(context.Background())
 	sh.fails++
 	d := shardRetryMost
@@ -253,38 +243,39 @@ func (n *notifier) backOff() {
 }
 
 // takeEvents empties the receivers' reports.
-func (n *notifier) takeEvents() (events []shardEvent, confirmed bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	events, confirmed = n.sh.events, n.sh.confirmed
-	n.sh.events, n.sh.confirmed = nil, false
+func (h *Hub) takeEvents() (events []shardEvent, confirmed bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	events, confirmed = h.sh.events, h.sh.confirmed
+	h.sh.events, h.sh.confirmed = nil, false
 	return events, confirmed
 }
 
 // lose marks channels that lost their subscription: to be subscribed
-// again, and unconfirmed until then. Their waiters are not woken now: the
-// node may be down (a failover), and an attempt that fails ends a wait.
-// The new subscription's confirmation wakes them, for a release may have
-// gone unheard meanwhile.
-func (n *notifier) lose(channels []string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
+// again, and Lost to the Owner until then. It is not told to look now:
+// the node may be down (a failover), and an attempt that fails ends a
+// wait. The new subscription's confirmation (Armed) tells it, for a
+// message may have gone unheard meanwhile.
+func (h *Hub) lose(channels []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
 	for _, ch := range channels {
-		if s := n.chans[ch]; s != nil {
-			s.armed = false
+		delete(h.armed, ch)
+		if h.wanted[ch] {
+			h.o.Lost(ch)
 		}
-		n.dirty[ch] = true
+		h.dirty[ch] = true
 	}
 }
 
-// takeShardWork empties the to-do list: the channels waited on that are
+// takeShardWork empties the to-do list: the channels wanted that are
 // not subscribed (left on the list while hold), and those subscribed that
-// nobody waits on.
-func (n *notifier) takeShardWork(hold bool) (add, drop []string) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	for ch := range n.dirty {
-		want, placed := n.chans[ch] != nil && !n.closed, n.sh.placed[ch] != nil
+// nobody wants.
+func (h *Hub) takeShardWork(hold bool) (add, drop []string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for ch := range h.dirty {
+		want, placed := h.wanted[ch] && !h.closed, h.sh.placed[ch] != nil
 		switch {
 		case want && !placed && hold:
 			continue
@@ -292,48 +283,49 @@ func (n *notifier) takeShardWork(hold bool) (add, drop []string) {
 			add = append(add, ch)
 		case !want && placed:
 			drop = append(drop, ch)
+			delete(h.armed, ch)
 		}
 		if !want {
-			delete(n.sh.avoid, ch)
+			delete(h.sh.avoid, ch)
 		}
-		delete(n.dirty, ch)
+		delete(h.dirty, ch)
 	}
 	return add, drop
 }
 
 // pending reports whether channels wait on the to-do list.
-func (n *notifier) pending() bool {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return len(n.dirty) > 0
+func (h *Hub) pending() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.dirty) > 0
 }
 
-// unsubscribeShards unsubscribes channels nobody waits on. A failed write
+// unsubscribeShards unsubscribes channels nobody wants. A failed write
 // is the connection's failure, which its receiver reports.
-func (n *notifier) unsubscribeShards(drop []string) {
+func (h *Hub) unsubscribeShards(drop []string) {
 	if len(drop) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	scs := make([]*shardConn, len(drop))
-	n.mu.Lock()
+	h.mu.Lock()
 	for i, ch := range drop {
-		scs[i] = n.sh.placed[ch]
-		delete(n.sh.placed, ch)
+		scs[i] = h.sh.placed[ch]
+		delete(h.sh.placed, ch)
 		if !scs[i].classic {
 			scs[i].unsubs[ch]++ // its answer is no news (deliverShard)
 		}
 	}
-	n.mu.Unlock()
+	h.mu.Unlock()
 	for i, ch := range drop {
 		sc := scs[i]
 		if sc.classic {
 			_ = sc.ps.Unsubscribe(ctx, ch)
-		} else if err := sc.ps.SUnsubscribe(ctx, ch); err != nil && n.sh.conns[sc.addr] == sc {
+		} else if err := sc.ps.SUnsubscribe(ctx, ch); err != nil && h.sh.conns[sc.addr] == sc {
 			// The answer may never come, or come on a new connection
 			// of go-redis's: start over on one of ours.
-			n.lose(n.retire(sc))
+			h.lose(h.retire(sc))
 		}
 	}
 }
@@ -341,15 +333,15 @@ func (n *notifier) unsubscribeShards(drop []string) {
 // subscribeShardChannels subscribes channels on their owners, one command
 // each (a Cluster refuses one across slots). At the first failure it
 // stops, and the channels left wait for the next try.
-func (n *notifier) subscribeShardChannels(add []string) {
+func (h *Hub) subscribeShardChannels(add []string) {
 	if len(add) == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for i, ch := range add {
-		sc, err := n.shardFor(ctx, ch)
-		if err == nil && n.stale(ch, sc) {
+		sc, err := h.shardFor(ctx, ch)
+		if err == nil && h.stale(ch, sc) {
 			err, sc = errStaleMap, nil
 		}
 		if err == nil {
@@ -362,25 +354,25 @@ func (n *notifier) subscribeShardChannels(add []string) {
 		if err != nil {
 			lost := add[i:]
 			if sc != nil {
-				lost = append(lost, n.retire(sc)...)
+				lost = append(lost, h.retire(sc)...)
 			}
-			n.lose(lost)
-			n.backOff()
+			h.lose(lost)
+			h.backOff()
 			return
 		}
-		n.sh.placed[ch] = sc
-		delete(n.sh.avoid, ch)
+		h.sh.placed[ch] = sc
+		delete(h.sh.avoid, ch)
 	}
 }
 
 // errStaleMap: the slot map names, as a channel's owner, the node that let
 // the channel go.
-var errStaleMap = errors.New("lease: stale slot map")
+var errStaleMap = errors.New("pubsub: stale slot map")
 
 // stale reports whether sc is the node that let channel go, and the slot
 // map has not named it more than avoidTries times since.
-func (n *notifier) stale(channel string, sc *shardConn) bool {
-	a := n.sh.avoid[channel]
+func (h *Hub) stale(channel string, sc *shardConn) bool {
+	a := h.sh.avoid[channel]
 	if a == nil || a.addr != sc.addr {
 		return false
 	}
@@ -390,8 +382,8 @@ func (n *notifier) stale(channel string, sc *shardConn) bool {
 
 // shardFor returns the connection to the primary that owns channel's slot,
 // opened (with its receiver) if need be.
-func (n *notifier) shardFor(ctx context.Context, channel string) (*shardConn, error) {
-	sh := n.sh
+func (h *Hub) shardFor(ctx context.Context, channel string) (*shardConn, error) {
+	sh := h.sh
 	node, err := sh.cluster.MasterForKey(ctx, channel)
 	if err != nil {
 		return nil, err
@@ -403,17 +395,17 @@ func (n *notifier) shardFor(ctx context.Context, channel string) (*shardConn, er
 	sc := &shardConn{addr: addr, ps: node.Subscribe(context.Background()), classic: sh.classic[addr], unsubs: map[string]int{}}
 	sh.conns[addr] = sc
 	sh.receivers.Add(1)
-	go n.receiveShard(sc)
+	go h.receiveShard(sc)
 	return sc, nil
 }
 
 // receiveShard is sc's receiver goroutine.
-func (n *notifier) receiveShard(sc *shardConn) {
-	defer n.sh.receivers.Done()
+func (h *Hub) receiveShard(sc *shardConn) {
+	defer h.sh.receivers.Done()
 	pinged := false
 	for {
-		msg, err := sc.ps.ReceiveTimeout(context.Background(), pubsubIdle)
-		if n.deliverShard(sc, msg) {
+		msg, err := sc.ps.ReceiveTimeout(context.Background(), Idle)
+		if h.deliverShard(sc, msg) {
 			return
 		}
 		var ne net.Error
@@ -423,51 +415,51 @@ func (n *notifier) receiveShard(sc *shardConn) {
 		case err == nil:
 			pinged = false
 		case moved:
-			n.report(shardEvent{sc: sc, err: err}) // the connection serves on
+			h.report(shardEvent{sc: sc, err: err}) // the connection serves on
 		case timeout && !pinged:
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			pinged = sc.ps.Ping(ctx) == nil
 			cancel()
 			if !pinged {
-				n.report(shardEvent{sc: sc, err: err})
+				h.report(shardEvent{sc: sc, err: err})
 				return
 			}
 		default:
 			// Broken, silent, or an error reply that names no channel:
 			// the subscriber retires sc.
-			n.report(shardEvent{sc: sc, err: err})
+			h.report(shardEvent{sc: sc, err: err})
 			return
 		}
 	}
 }
 
-// report hands the subscriber ev, unless sc is retired or the notifier
+// report hands the subscriber ev, unless sc is retired or the Hub
 // closed.
-func (n *notifier) report(ev shardEvent) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed || ev.sc.retired {
+func (h *Hub) report(ev shardEvent) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || ev.sc.retired {
 		return
 	}
-	n.sh.events = append(n.sh.events, ev)
-	n.poke()
+	h.sh.events = append(h.sh.events, ev)
+	h.poke()
 }
 
-// deliverShard wakes the waiters msg concerns, and reports a channel the
+// deliverShard tells the Owner what msg says, and reports a channel the
 // server dropped; it reports whether sc's receiver must stop.
-func (n *notifier) deliverShard(sc *shardConn, msg any) (stop bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.closed || sc.retired {
+func (h *Hub) deliverShard(sc *shardConn, msg any) (stop bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || sc.retired {
 		return true
 	}
 	switch msg := msg.(type) {
 	case *redis.Message:
-		if s := n.chans[msg.Channel]; s != nil {
-			s.wakeOne()
-		}
+		h.o.Message(msg.Channel, msg.Payload)
 	case *redis.Subscription:
-		s := n.chans[msg.Channel]
+		if strings.HasSuffix(msg.Kind, "unsubscribe") {
+			delete(h.armed, msg.Channel)
+		}
 		switch {
 		case msg.Kind == "sunsubscribe" && sc.unsubs[msg.Channel] > 0:
 			// The answer to an SUNSUBSCRIBE of the subscriber's.
@@ -477,12 +469,14 @@ func (n *notifier) deliverShard(sc *shardConn, msg any) (stop bool) {
 		case msg.Kind == "sunsubscribe":
 			// The server let the channel go: its slot moved away. The
 			// subscriber knows whether it was still subscribed here.
-			n.sh.events = append(n.sh.events, shardEvent{sc: sc, channel: msg.Channel})
-			n.poke()
-		case s != nil && (msg.Kind == "ssubscribe" || msg.Kind == "subscribe"):
-			s.armed = true
-			s.wakeAll()
-			n.sh.confirmed = true
+			h.sh.events = append(h.sh.events, shardEvent{sc: sc, channel: msg.Channel})
+			h.poke()
+		case msg.Kind == "ssubscribe" || msg.Kind == "subscribe":
+			h.armed[msg.Channel] = true
+			if h.wanted[msg.Channel] {
+				h.o.Armed(msg.Channel)
+				h.sh.confirmed = true
+			}
 		}
 	}
 	return false
@@ -490,9 +484,9 @@ func (n *notifier) deliverShard(sc *shardConn, msg any) (stop bool) {
 
 // closeShards closes every connection and waits for the receivers; the
 // subscriber has returned.
-func (n *notifier) closeShards() {
-	for _, sc := range n.sh.conns {
+func (h *Hub) closeShards() {
+	for _, sc := range h.sh.conns {
 		_ = sc.ps.Close()
 	}
-	n.sh.receivers.Wait()
+	h.sh.receivers.Wait()
 }
