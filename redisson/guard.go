@@ -47,15 +47,30 @@ func (c *Client) guard(h *hold) {
 		return // the Client is closing
 	}
 	defer stop()
+	var every <-chan time.Time
+	if h.key.kind == fairLock {
+		tick := time.NewTicker(fairLookEvery)
+		defer tick.Stop()
+		every = tick.C
+	}
 	for {
 		select {
 		case <-poke:
+		case <-every:
 		case <-h.ctx.Done():
 			return
 		}
 		c.look(h)
 	}
 }
+
+// fairLookEvery is how often a fair lock's holder looks at its field
+// besides the messages: Java's RFairLock.forceUnlock publishes only on the
+// first waiter's own channel, or nowhere when nobody waits, so its holder
+// hears nothing, and would learn of the force at its next renewal (10s at
+// Redisson's default). Looking costs an HEXISTS a fair hold every
+// fairLookEvery, once the hold has lived listenAfter.
+const fairLookEvery = 500 * time.Millisecond
 
 // look ends h with lease.ErrLost when its field is gone from its hash. An
 // error leaves h to its watchdog. The field of a hold that is alive never
