@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,9 +314,16 @@ func (c *chaos) choose(args []any) string {
 }
 
 // retiredID is the id of the P{N}:retired:<id> key a script command names:
-// its request's token or op.
+// its request's token or op. Only the keys are read: an EVAL (sent after a
+// NOSCRIPT) carries the script's text, whose comments name such keys too,
+// and reading it made the EVAL a request of its own, which could then be
+// lost on its way though it was a final release.
 func retiredID(args []any) string {
-	for _, a := range args {
+	if len(args) < 3 {
+		return ""
+	}
+	n, _ := strconv.Atoi(fmt.Sprint(args[2]))
+	for _, a := range args[3:min(len(args), 3+n)] {
 		if p, ok := a.(*string); ok {
 			a = *p
 		}
