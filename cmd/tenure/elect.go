@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -205,25 +206,50 @@ func (e *elector) run() error {
 }
 
 // campaign runs el for one term, which cancel (the campaign's) ends.
+//
+// A term that ended in a loss (e.cutOff) is tenure's last word: it
+// returns as soon as that term's callback has, without waiting for Run to
+// end. What Run still does then is the election's own cleanup, which may
+// wait on the Redis the term was cut off from: Observe's pub/sub, when
+// go-redis is reconnecting it, holds its lock while it dials and sends
+// HELLO, and closing it waits for that (1.4s measured behind a black
+// hole), which kept tenure running past the moment another candidate
+// could lead (TestCutOffElectExitsFirst). Nothing of it can matter once
+// the term is over; it ends with the process.
 func (e *elector) campaign(el *election.Election, cancel context.CancelFunc) error {
 	var (
 		result error
 		ran    bool
+		ended  atomic.Bool // a term ended in a loss: OnNewLeader says nothing more
 	)
-	err := el.Run(e.ctx, election.Callbacks{
-		OnStartedLeading: func(lctx context.Context) {
-			// One term only: resign (a no-op after a loss) and stop campaigning.
-			defer cancel()
-			defer func() { _ = el.Resign(lctx) }()
-			ran = true
-			result = e.lead(lctx)
-		},
-		OnNewLeader: func(id string) {
-			if id != e.identity {
-				fmt.Fprintf(e.stderr, "tenure: %q is led by %s\n", e.name, id)
-			}
-		},
-	})
+	cutOff := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		done <- el.Run(e.ctx, election.Callbacks{
+			OnStartedLeading: func(lctx context.Context) {
+				// One term only: resign (a no-op after a loss) and stop campaigning.
+				defer cancel()
+				defer func() { _ = el.Resign(lctx) }()
+				ran = true
+				result = e.lead(lctx)
+				if e.cutOff {
+					ended.Store(true)
+					close(cutOff)
+				}
+			},
+			OnNewLeader: func(id string) {
+				if id != e.identity && !ended.Load() {
+					fmt.Fprintf(e.stderr, "tenure: %q is led by %s\n", e.name, id)
+				}
+			},
+		})
+	}()
+	var err error
+	select {
+	case err = <-done:
+	case <-cutOff:
+		return result
+	}
 	if ran {
 		if !e.cutOff && !e.w.releaseAnswered() {
 			reportUnanswered(e.stderr, e.name, releaseWithin(e.releaseTimeout), time.Duration(e.f.ttl))

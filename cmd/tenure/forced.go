@@ -27,7 +27,8 @@ import (
 // with lease.ErrLost, the loss reported as for a renewal), and whoever
 // holds it stops as for any loss. Messages that come while a check runs
 // are folded into one more check. The returned stop ends the listening
-// and waits for it; it may be called more than once.
+// and waits for it, but not for its connections to close; it may be
+// called more than once.
 func watchReleases(cs *conns, prefix string, l *lease.Lease, ttl time.Duration, log *slog.Logger) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	channel := keys.Layout{Prefix: prefix}.Channel(l.Name())
@@ -42,6 +43,16 @@ func watchReleases(cs *conns, prefix string, l *lease.Lease, ttl time.Duration, 
 		}
 		ps := subscribe(ctx, channel)
 		wg.Go(func() { listen(ctx, ps, poke) })
+		// Closed apart, and not waited for: go-redis holds a PubSub's lock
+		// while it reconnects (dials, sends HELLO), and closing it waits
+		// for that, up to the read timeout, on a Redis that does not
+		// answer. stop is called on a loss, on the way to tenure's exit,
+		// which must not wait on it (TestCutOffHoldExitsFirst); the
+		// connection goes with the process if not before.
+		go func() {
+			<-ctx.Done()
+			_ = ps.Close()
+		}()
 	}
 	wg.Go(func() {
 		for {
@@ -69,9 +80,8 @@ func watchReleases(cs *conns, prefix string, l *lease.Lease, ttl time.Duration, 
 }
 
 // listen pokes (without blocking) on every message ps receives, until ctx
-// ends; then it closes ps.
+// ends.
 func listen(ctx context.Context, ps *redis.PubSub, poke chan<- struct{}) {
-	defer ps.Close()
 	msgs := ps.Channel()
 	for {
 		select {
