@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -60,8 +61,22 @@ func contendedImpls() []impl {
 	}
 }
 
+// isContendedImpl reports whether scenario 2 has an implementation named
+// name.
+func isContendedImpl(name string) bool {
+	for _, im := range contendedImpls() {
+		if im.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
 func runContended(ctx context.Context, cfg runConfig, addr string) ([]contendedResult, error) {
 	impls := contendedImpls()
+	if cfg.contendedOnly != nil {
+		impls = slices.DeleteFunc(impls, func(im impl) bool { return !cfg.contendedOnly[im.Name] })
+	}
 	var out []contendedResult
 	for run := range cfg.runs {
 		for _, g := range []int{8, 32} {

@@ -7,8 +7,10 @@ package main
 // add one step of tenure's acquire.lua to the one before: the SET inside a
 // script, tenure's fence, acquire.lua's EXISTS; (5) is tenure itself
 // (TryAcquire + Release), (6) and (7) each side of it alone: release.lua
-// after variant 2's acquire, acquire.lua before a compare-and-delete. The
-// scripts of 2 to 4 are the bench's own (below); 5 to 7 run the library's.
+// after variant 2's acquire, acquire.lua before a compare-and-delete; (8)
+// is tenure before issue 50 (legacy50.go), for the before and after in
+// one run. The scripts of 2 to 4 are the bench's own (below); 5 to 7 run
+// the library's, 8 the library's of commit 33b741b.
 // Per cycle it reports each command's calls and µs, those called from
 // scripts, Redis µs, EVALSHA µs per call, Redis CPU (INFO cpu) and client
 // wall time, each variant against variant 1.
@@ -135,6 +137,8 @@ func floorVariants() []floorVariant {
 			new: k.release},
 		{Name: "tenure's acquire.lua + compare-and-delete", Note: "tenure's acquire side alone: the library's acquire.lua (the commands of 4, in the library's script), then compare-and-delete; compare with 4",
 			new: k.acquire},
+		{Name: "tenure before issue 50: its acquire.lua + release.lua", Note: "the library's scripts of commit 33b741b (bench/legacy50), on the same keys; compare with 5",
+			new: k.legacy},
 	}
 }
 

@@ -42,6 +42,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/tenure-go/tenure/internal/backend"
+	"github.com/tenure-go/tenure/lease"
 )
 
 // layoutAcquire is the one-key acquire: KEYS[1] the name's key, KEYS[2..3]
@@ -211,6 +214,12 @@ func layoutVariants() []layoutVariant {
 	return []layoutVariant{
 		{"redislock", "bsm/redislock: SET NX PX; EVALSHA of GET, DEL", redislockImpl(0).new},
 		{"tenure", "lease.Manager: the library's acquire.lua and release.lua", tenureImpl().new},
+		{"tenure-scripts", "the library's acquire.lua and release.lua through internal/backend, without lease.Manager: the same path as tenure-before-50's", func(c *redis.Client, ttl time.Duration) (locker, error) {
+			return &backendLocker{be: backend.NewRedis(c, lease.DefaultKeyPrefix), ttl: ttl}, nil
+		}},
+		{"tenure-before-50", "the library's acquire.lua and release.lua of commit 33b741b, before issue 50 (bench/legacy50), on the same keys", func(c *redis.Client, ttl time.Duration) (locker, error) {
+			return &legacyLocker{c: c, ttl: ttl}, nil
+		}},
 		protoVariant("twokey+exists+marker", "tenure's steps in a trimmed script: the baseline for the prototypes", false, true, 10*time.Second),
 		inCounterVariant("twokey+exists+incounter", "the release's marker written into the counter after the fence (one SET ... GET of a key that exists), moved to a key of its own when the name is taken again while it lives"),
 		protoVariant("twokey+exists+marker100ms", "the marker kept 100 ms instead of 10s: what a key left behind costs", false, true, 100*time.Millisecond),

@@ -44,6 +44,9 @@ type runConfig struct {
 	clusterCycleDur, clusterIdle              time.Duration
 	clusterPerItem, clusterOne                bool
 	verbose                                   bool
+	// contendedOnly, when not empty, names the implementations scenario 2
+	// runs (-contended-impls); the others are skipped.
+	contendedOnly map[string]bool
 }
 
 func (c runConfig) logf(format string, args ...any) {
@@ -103,6 +106,7 @@ func main() {
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	millionN := flag.Int("million-n", 0, "scenario 5's lease count (default: the mode's: 20,000, 200,000 or 1,000,000)")
 	millionTTLFlag := flag.Duration("million-ttl", 30*time.Second, "scenario 5's TTL; leases renew every third of it")
+	contendedOnly := flag.String("contended-impls", "", "scenario 2: run only these implementations (comma-separated names, as in its table: tenure,redislock-1ms, ...); all when empty")
 	replot := flag.Bool("replot", false, "run nothing: rewrite results.md and the plots from -out's results.json")
 	alone := aloneFlags()
 	flag.Parse()
@@ -136,6 +140,16 @@ func main() {
 	}
 	cfg := configFor(mode)
 	cfg.verbose = !*quiet
+	if *contendedOnly != "" {
+		cfg.contendedOnly = map[string]bool{}
+		for _, name := range strings.Split(*contendedOnly, ",") {
+			if !isContendedImpl(name) {
+				fmt.Fprintf(os.Stderr, "bench: -contended-impls: no implementation %q in scenario 2\n", name)
+				os.Exit(2)
+			}
+			cfg.contendedOnly[name] = true
+		}
+	}
 	if *millionN > 0 {
 		cfg.million.Leases = *millionN
 	}

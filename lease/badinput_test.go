@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -389,10 +390,11 @@ func TestBrokenFenceCounter(t *testing.T) {
 	for what, c := range map[string]struct {
 		set  func() error
 		want string
+		left string // the counter's type and value once the acquire failed
 	}{
-		"a list":     {func() error { return raw.RPush(ctx, fence, "x").Err() }, "WRONGTYPE"},
-		"not number": {func() error { return raw.Set(ctx, fence, "abc", 0).Err() }, "not an integer"},
-		"at the max": {func() error { return raw.Set(ctx, fence, "9223372036854775807", 0).Err() }, "overflow"},
+		"a list":     {func() error { return raw.RPush(ctx, fence, "x").Err() }, "WRONGTYPE", "list [x]"},
+		"not number": {func() error { return raw.Set(ctx, fence, "abc", 0).Err() }, "not an integer", "string abc"},
+		"at the max": {func() error { return raw.Set(ctx, fence, "9223372036854775807", 0).Err() }, "overflow", "string 9223372036854775807"},
 	} {
 		raw.Del(ctx, fence)
 		if err := c.set(); err != nil {
@@ -404,6 +406,17 @@ func TestBrokenFenceCounter(t *testing.T) {
 		}
 		if raw.Exists(ctx, "tenure:{job}").Val() != 0 {
 			t.Errorf("fence counter %s: a lease was left behind", what)
+		}
+		// The counter is left as it was: the acquire wrote nothing.
+		var left string
+		switch typ := raw.Type(ctx, fence).Val(); typ {
+		case "list":
+			left = fmt.Sprint("list ", raw.LRange(ctx, fence, 0, -1).Val())
+		default:
+			left = typ + " " + raw.Get(ctx, fence).Val()
+		}
+		if left != c.left {
+			t.Errorf("fence counter %s: left as %q, want %q", what, left, c.left)
 		}
 	}
 	raw.Del(ctx, fence)

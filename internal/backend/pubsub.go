@@ -68,7 +68,7 @@ type publishers struct {
 
 func newPublishers(publish string) *publishers {
 	return &publishers{
-		release:   NewScript(publish + letgoSrc + releaseSrc),
+		release:   NewScript(publish + releaseLeaseSrc + letgoSrc + releaseSrc),
 		abandon:   NewScript(publish + letgoSrc + abandonSrc),
 		leave:     NewScript(publish + letgoSrc + leaveSrc),
 		downgrade: NewScript(fenceSrc + publish + letgoSrc + downgradeSrc),

@@ -31,6 +31,8 @@ var (
 	// (pubsub.go).
 	//go:embed scripts/letgo.lua
 	letgoSrc string
+	//go:embed scripts/acquire_lease.lua
+	acquireLeaseSrc string
 	//go:embed scripts/acquire.lua
 	acquireSrc string
 	//go:embed scripts/permit.lua
@@ -39,6 +41,8 @@ var (
 	renewSrc string
 	//go:embed scripts/renew_leases.lua
 	renewLeasesSrc string
+	//go:embed scripts/release_lease.lua
+	releaseLeaseSrc string
 	//go:embed scripts/release.lua
 	releaseSrc string
 	//go:embed scripts/abandon.lua
@@ -52,7 +56,7 @@ var (
 	//go:embed scripts/downgrade.lua
 	downgradeSrc string
 
-	acquireScript     = NewScript(fenceSrc + queueSrc + acquireSrc)
+	acquireScript     = NewScript(acquireLeaseSrc + fenceSrc + queueSrc + acquireSrc)
 	permitScript      = NewScript(fenceSrc + queueSrc + permitSrc)
 	renewScript       = NewScript(publishSrc + letgoSrc + renewSrc) // publishes nothing
 	renewLeasesScript = NewScript(renewLeasesSrc)

@@ -108,10 +108,16 @@ if owner ~= '' and redis.pcall('HEXISTS', KEYS[1], owner) == 1 then
   return {1, f, count}
 end
 
--- The common case, a barging acquire with no queue and no marker, costs this
--- one EXISTS before the SET.
+-- A barging request looks for a marker or a queue with one EXISTS before
+-- the SET. A lease's request came through acquire_lease.lua first, which
+-- has looked (lease_busy) and, finding neither, tried the SET NX
+-- (lease_tried): neither is sent twice.
 local head, now_ms, now_us
-if patience > 0 or redis.call('EXISTS', KEYS[3], KEYS[4]) > 0 then
+local busy = lease_busy
+if busy == nil then
+  busy = patience > 0 or redis.call('EXISTS', KEYS[3], KEYS[4]) > 0
+end
+if busy then
   if redis.call('EXISTS', KEYS[3]) == 1 then
     return {0, -2}
   end
@@ -125,7 +131,7 @@ end
 if head == nil or head == token then
   local took
   if owner == '' then
-    took = redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+    took = not lease_tried and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
   elseif redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('HSET', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ttl)

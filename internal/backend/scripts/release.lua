@@ -39,15 +39,8 @@
 -- short memory is safe.
 -- pcall: GET or HGET on a key of another kind is an error reply, which is
 -- simply "not this holder".
-if not ARGV[3] then
-  if redis.pcall('GET', KEYS[1]) ~= ARGV[1] then
-    return redis.call('EXISTS', KEYS[2])
-  end
-  redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
-  publish(KEYS[1] .. ':released')
-  return 1
-end
+-- A lease's release (ARGV[3] absent) is release_lease.lua's, which runs
+-- first and has returned.
 if ARGV[3] == 'z' then
   local score = redis.pcall('ZSCORE', KEYS[1], ARGV[1])
   if type(score) ~= 'string' then
