@@ -428,7 +428,7 @@ type rawLocker struct {
 
 func (b *rawLocker) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
 	key := clusterLayout.Lease(name)
-	token := fmt.Sprintf("%016x%016x", b.seq.Add(1), time.Now().UnixNano())
+	token := nextToken(&b.seq)
 	ok, err := b.c.SetNX(ctx, key, token, clusterTTL).Result()
 	if err == nil && !ok {
 		err = errors.New("raw: name taken")

@@ -171,7 +171,7 @@ type baselineLocker struct {
 }
 
 func (b *baselineLocker) acquire(ctx context.Context, key string) (func(context.Context) error, error) {
-	token := fmt.Sprintf("%016x%016x", b.seq.Add(1), time.Now().UnixNano())
+	token := nextToken(&b.seq)
 	for {
 		ok, err := b.c.SetNX(ctx, key, token, b.ttl).Result()
 		if err != nil {
@@ -199,3 +199,9 @@ func (b *baselineLocker) close() error { return nil }
 // before renew_leases.lua: the per-item baseline of renewal cost, measured
 // in the same run.
 type perItemClient struct{ *redis.Client }
+
+// nextToken is a fresh lock token: seq's next value and the clock, in hex,
+// as the peers' 128-bit random tokens are long.
+func nextToken(seq *atomic.Uint64) string {
+	return fmt.Sprintf("%016x%016x", seq.Add(1), time.Now().UnixNano())
+}

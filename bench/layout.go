@@ -147,7 +147,7 @@ type protoLocker struct {
 }
 
 func (p *protoLocker) id() string {
-	return fmt.Sprintf("%016x%016x", p.seq.Add(1), time.Now().UnixNano())
+	return nextToken(&p.seq)
 }
 
 func (p *protoLocker) acquire(ctx context.Context, key string) (func(context.Context) error, error) {

@@ -13,7 +13,6 @@ package main
 import (
 	"context"
 	_ "embed"
-	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -87,7 +86,7 @@ type legacyLocker struct {
 }
 
 func (p *legacyLocker) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	tok := fmt.Sprintf("%016x%016x", p.seq.Add(1), time.Now().UnixNano())
+	tok := nextToken(&p.seq)
 	l := keys.Layout{Prefix: lease.DefaultKeyPrefix}
 	if err := legacyTake(ctx, p.c, l, name, tok, p.ttl); err != nil {
 		return nil, err
@@ -108,7 +107,7 @@ type backendLocker struct {
 }
 
 func (p *backendLocker) acquire(ctx context.Context, name string) (func(context.Context) error, error) {
-	tok := fmt.Sprintf("%016x%016x", p.seq.Add(1), time.Now().UnixNano())
+	tok := nextToken(&p.seq)
 	a, err := p.be.Acquire(ctx, backend.Request{Name: name, Token: tok, TTL: p.ttl})
 	switch {
 	case err != nil:

@@ -141,7 +141,7 @@ func (b *permitBaseline) acquire(ctx context.Context, name string) (func(context
 	if !ok {
 		return nil, fmt.Errorf("baseline permits: %q was not subscribed to", name)
 	}
-	token := fmt.Sprintf("%016x%016x", b.seq.Add(1), time.Now().UnixNano())
+	token := nextToken(&b.seq)
 	for {
 		var next int64
 		var err error

@@ -13,7 +13,6 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -220,9 +219,8 @@ func (e *elector) campaign(el *election.Election, cancel context.CancelFunc) err
 	var (
 		result error
 		ran    bool
-		ended  atomic.Bool // a term ended in a loss: OnNewLeader says nothing more
 	)
-	cutOff := make(chan struct{})
+	cutOff := make(chan struct{}) // closed when a term ended in a loss
 	done := make(chan error, 1)
 	go func() {
 		done <- el.Run(e.ctx, election.Callbacks{
@@ -233,13 +231,16 @@ func (e *elector) campaign(el *election.Election, cancel context.CancelFunc) err
 				ran = true
 				result = e.lead(lctx)
 				if e.cutOff {
-					ended.Store(true)
 					close(cutOff)
 				}
 			},
 			OnNewLeader: func(id string) {
-				if id != e.identity && !ended.Load() {
-					fmt.Fprintf(e.stderr, "tenure: %q is led by %s\n", e.name, id)
+				select {
+				case <-cutOff: // tenure's last word is said: nothing more
+				default:
+					if id != e.identity {
+						fmt.Fprintf(e.stderr, "tenure: %q is led by %s\n", e.name, id)
+					}
 				}
 			},
 		})

@@ -111,7 +111,8 @@ end
 -- A barging request looks for a marker or a queue with one EXISTS before
 -- the SET. A lease's request came through acquire_lease.lua first, which
 -- has looked (lease_busy) and, finding neither, tried the SET NX
--- (lease_tried): neither is sent twice.
+-- (lease_tried), or taken the name and left the broken counter it found to
+-- fence() (lease_took): none of it is sent twice.
 local head, now_ms, now_us
 local busy = lease_busy
 if busy == nil then
@@ -131,7 +132,7 @@ end
 if head == nil or head == token then
   local took
   if owner == '' then
-    took = not lease_tried and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl)
+    took = lease_took or (not lease_tried and redis.call('SET', KEYS[1], token, 'NX', 'PX', ttl))
   elseif redis.call('EXISTS', KEYS[1]) == 0 then
     redis.call('HSET', KEYS[1], owner, 1)
     redis.call('PEXPIRE', KEYS[1], ttl)

@@ -9,10 +9,10 @@
 --          took the name; otherwise nothing, and acquire.lua goes on,
 --          knowing what this part did: lease_busy, the EXISTS of the marker
 --          and the queue (nil when it did not look); lease_tried, true
---          when its SET NX found the name held. A counter that holds no
---          integer below 2^53 gets acquire.lua's error reply, the name
---          given back.
-local lease_busy, lease_tried
+--          when its SET NX found the name held; lease_took, true when it
+--          took the name but found the counter broken, which acquire.lua's
+--          fence() then reports (the name given back).
+local lease_busy, lease_tried, lease_took
 if (ARGV[3] or '') == '' and (ARGV[4] or '0') == '0' then
   lease_busy = redis.call('EXISTS', KEYS[3], KEYS[4]) > 0
   if not lease_busy then
@@ -33,19 +33,16 @@ if (ARGV[3] or '') == '' and (ARGV[4] or '0') == '0' then
         end
         return f
       end
-      -- A counter of another type (SET ... GET touched nothing) or one
-      -- that is not an integer, or would overflow: put it back as it was
-      -- and give the name back, so that the error leaves nothing.
-      redis.call('DEL', KEYS[1])
-      if type(counter) == 'table' then
-        return counter
+      -- A broken counter (another type, which SET ... GET left untouched;
+      -- not an integer; or about to overflow): put back what it held, and
+      -- let acquire.lua's fence() say what is wrong, as for any holder,
+      -- and give the name back.
+      if type(counter) == 'string' then
+        redis.call('SET', KEYS[2], counter, 'KEEPTTL')
       end
-      redis.call('SET', KEYS[2], counter, 'KEEPTTL')
-      if not c or c ~= math.floor(c) then
-        return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' is not an integer')
-      end
-      return redis.error_reply('ERR fencing counter ' .. KEYS[2] .. ' would overflow')
+      lease_took = true
+    else
+      lease_tried = true
     end
-    lease_tried = true
   end
 end
