@@ -40,7 +40,18 @@ func (t *target) explainClosed(ctx context.Context, err error) error {
 	case kindCluster:
 		addr = t.addrs[0]
 	default:
-		return err // a Sentinel group: its data nodes' addresses come from the sentinels
+		// A Sentinel group: its data nodes' addresses come from the
+		// sentinels, whose own first contact askSentinel explains.
+		return err
+	}
+	return t.explainClosedAt(ctx, network, addr, err)
+}
+
+// explainClosedAt is explainClosed for the server at addr: err, or the
+// certificate refusal that server gives when asked again.
+func (t *target) explainClosedAt(ctx context.Context, network, addr string, err error) error {
+	if t.tls == nil || !closedByPeer(err) {
+		return err
 	}
 	if network == "" {
 		network = "tcp"
