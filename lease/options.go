@@ -405,12 +405,12 @@ func WithOpTimeout(d time.Duration) Option {
 // 0 gives that promise up for a cheaper release: no marker is written (one
 // write fewer a cycle; bench/results/cost50.md measures it). A copy resent
 // after the first freed the name finds it gone, so Release returns an error
-// matching ErrNotHeld and ErrLost, and the loss is reported to the hooks and
-// the log, although the lease was released and nothing overlapped. Choose 0
-// only where a release's error and a loss report after it do not matter,
-// or where the client never resends (go-redis's MaxRetries -1). Reentrant locks always remember their
-// releases, whatever this says: an exit applied twice would free the name
-// under its owner. d must not be negative.
+// matching ErrNotHeld and ErrLost, and the manager logs a loss, although
+// the lease was released and nothing overlapped. Choose 0 only where that
+// error and that log line after a lost reply do not matter, or where the
+// client never resends (go-redis's MaxRetries -1). Reentrant locks always
+// remember their releases, whatever this says: an exit applied twice would
+// free the name under its owner. d must not be negative.
 func WithReleaseMemory(d time.Duration) Option {
 	return managerOption(func(c *config) error {
 		switch {
