@@ -9,6 +9,9 @@
 # Each run prints its lines; the summary at the end is every tenure line of
 # each build, which the reader compares run by run.
 #
+# The older build has the tag olderlib (api_older.go), for what this bench
+# uses of the library that REV may lack.
+#
 # Run from bench/: sh before-after.sh 33b741b
 set -eu
 rev=${1:?usage: before-after.sh REV [ROUNDS]}
@@ -20,7 +23,7 @@ git -C "$root" worktree add --detach -q "$tmp/before" "$rev"
 # This bench's sources, on REV's library.
 rm -rf "$tmp/before/bench"
 cp -R "$root/bench" "$tmp/before/bench"
-(cd "$tmp/before/bench" && go build -o "$tmp/bench-before" .)
+(cd "$tmp/before/bench" && go build -tags olderlib -o "$tmp/bench-before" .)
 (cd "$root/bench" && go build -o "$tmp/bench-after" .)
 for i in $(seq 1 "$rounds"); do
 	for side in before after; do

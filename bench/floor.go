@@ -9,7 +9,8 @@ package main
 // (TryAcquire + Release), (6) and (7) each side of it alone: release.lua
 // after variant 2's acquire, acquire.lua before a compare-and-delete; (8)
 // is tenure before issue 50 (legacy50.go), for the before and after in
-// one run. The scripts of 2 to 4 are the bench's own (below); 5 to 7 run
+// one run; (9) is (5) with lease.WithReleaseMemory(0), without the
+// release's marker. The scripts of 2 to 4 are the bench's own (below); 5 to 7 run
 // the library's, 8 the library's of commit 33b741b.
 // Per cycle it reports each command's calls and µs, those called from
 // scripts, Redis µs, EVALSHA µs per call, Redis CPU (INFO cpu) and client
@@ -121,7 +122,7 @@ func floorVariants() []floorVariant {
 	k := &floorKit{layout: keys.Layout{Prefix: lease.DefaultKeyPrefix}, ttlMs: floorTTL.Milliseconds()}
 	l := k.layout
 	return []floorVariant{
-		{Name: "SET NX PX + compare-and-delete", Note: "what redislock sends: SET NX PX, then EVALSHA of GET, compare, DEL",
+		{Name: "SET NX PX + compare-and-delete", Note: "a bare SET NX PX, then EVALSHA of GET, compare, DEL (redislock v0.9.4 sends its SET inside a script: variant 2)",
 			new: k.raw},
 		{Name: "script(SET NX PX) + compare-and-delete", Note: "the SET inside a script",
 			new: k.scripted(floorSetScript, func(name, _ string) []string { return []string{l.Lease(name)} })},
@@ -139,6 +140,8 @@ func floorVariants() []floorVariant {
 			new: k.acquire},
 		{Name: "tenure before issue 50: its acquire.lua + release.lua", Note: "the library's scripts of commit 33b741b (bench/legacy50), on the same keys; compare with 5",
 			new: k.legacy},
+		{Name: "tenure TryAcquire + Release, WithReleaseMemory(0)", Note: "variant 5 without the release's marker (SET PX): a release resent after a lost reply answers ErrNotHeld; compare with 5",
+			new: k.tenureWith(noReleaseMemory()...)},
 	}
 }
 
@@ -209,17 +212,24 @@ func (k *floorKit) scripted(src string, keysOf func(name, tok string) []string) 
 
 // tenure is variant 5: the library's whole cycle.
 func (k *floorKit) tenure(c *redis.Client) (floorCycle, func() error, error) {
-	m, err := lease.New(c, lease.WithTTL(floorTTL), lease.WithLogger(quietLogger))
-	if err != nil {
-		return nil, nil, err
-	}
-	return func(ctx context.Context, name string) error {
-		l, err := m.TryAcquire(ctx, name)
+	return k.tenureWith()(c)
+}
+
+// tenureWith is variant 5 on a manager with opts as well.
+func (k *floorKit) tenureWith(opts ...lease.Option) func(c *redis.Client) (floorCycle, func() error, error) {
+	return func(c *redis.Client) (floorCycle, func() error, error) {
+		m, err := lease.New(c, append([]lease.Option{lease.WithTTL(floorTTL), lease.WithLogger(quietLogger)}, opts...)...)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		return l.Release(ctx)
-	}, m.Close, nil
+		return func(ctx context.Context, name string) error {
+			l, err := m.TryAcquire(ctx, name)
+			if err != nil {
+				return err
+			}
+			return l.Release(ctx)
+		}, m.Close, nil
+	}
 }
 
 // release is variant 6: tenure's release.lua alone. The acquire is variant

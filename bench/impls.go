@@ -43,10 +43,10 @@ type impl struct {
 // out of the benchmark's output.
 var quietLogger = slog.New(slog.NewTextHandler(io.Discard, nil))
 
-func tenureImpl() impl {
+func tenureImpl(opts ...lease.Option) impl {
 	return impl{Name: "tenure", Note: "Manager.Acquire: woken by the release message (one pub/sub connection per manager); default backoff 50ms…1s as a fallback, capped by the holder's TTL",
 		new: func(c *redis.Client, ttl time.Duration) (locker, error) {
-			m, err := lease.New(c, lease.WithTTL(ttl), lease.WithLogger(quietLogger))
+			m, err := lease.New(c, append([]lease.Option{lease.WithTTL(ttl), lease.WithLogger(quietLogger)}, opts...)...)
 			if err != nil {
 				return nil, err
 			}

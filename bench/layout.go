@@ -212,8 +212,9 @@ func inCounterVariant(name, note string) layoutVariant {
 
 func layoutVariants() []layoutVariant {
 	return []layoutVariant{
-		{"redislock", "bsm/redislock: SET NX PX; EVALSHA of GET, DEL", redislockImpl(0).new},
+		{"redislock", "bsm/redislock v0.9.4: EVALSHA of SET NX PX; EVALSHA of GET, DEL", redislockImpl(0).new},
 		{"tenure", "lease.Manager: the library's acquire.lua and release.lua", tenureImpl().new},
+		{"tenure-nomemory", "lease.Manager with WithReleaseMemory(0): the same without the release's marker (a release resent after a lost reply answers ErrNotHeld)", tenureImpl(noReleaseMemory()...).new},
 		{"tenure-scripts", "the library's acquire.lua and release.lua through internal/backend, without lease.Manager: the same path as tenure-before-50's", func(c *redis.Client, ttl time.Duration) (locker, error) {
 			return &backendLocker{be: backend.NewRedis(c, lease.DefaultKeyPrefix), ttl: ttl}, nil
 		}},

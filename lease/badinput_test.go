@@ -459,6 +459,25 @@ func (c *flakyConn) Read(b []byte) (int, error) {
 // under P{N}:retired:<op>, so the copy gets the first answer. Found by the
 // chaos runs.
 func TestReleaseRetriedAfterLostReply(t *testing.T) {
+	if err := releaseAfterLostReply(t); err != nil {
+		t.Fatalf("Release of a held lease, retried after a lost reply, says %v", err)
+	}
+}
+
+// lease.WithReleaseMemory(0) gives that answer up, as its doc says: the copy
+// finds the name gone, and Release says ErrNotHeld and ErrLost, though the
+// first copy released the lease.
+func TestReleaseMemoryZeroGivesUpTheResentAnswer(t *testing.T) {
+	err := releaseAfterLostReply(t, lease.WithReleaseMemory(0))
+	if !errors.Is(err, lease.ErrNotHeld) || !errors.Is(err, lease.ErrLost) {
+		t.Fatalf("Release retried after a lost reply, with no release memory, says %v; want ErrNotHeld and ErrLost", err)
+	}
+}
+
+// releaseAfterLostReply releases a lease of a manager built with opts, the
+// release's reply lost to a connection reset, and returns what Release said.
+func releaseAfterLostReply(t *testing.T, opts ...lease.Option) error {
+	t.Helper()
 	srv := redistest.Start(t)
 	var armed atomic.Bool
 	c := redis.NewClient(&redis.Options{
@@ -474,7 +493,7 @@ func TestReleaseRetriedAfterLostReply(t *testing.T) {
 		},
 	})
 	t.Cleanup(func() { _ = c.Close() })
-	m := newManager(t, c)
+	m := newManager(t, c, opts...)
 	ctx := context.Background()
 	for range 2 { // the second time, the scripts are cached: EVALSHA runs them
 		l, err := m.TryAcquire(ctx, "job")
@@ -497,12 +516,7 @@ func TestReleaseRetriedAfterLostReply(t *testing.T) {
 	if srv.Client(t).Exists(ctx, "tenure:{job}").Val() != 0 {
 		t.Fatal("the release was not applied: the test proved nothing")
 	}
-	if errors.Is(err, lease.ErrNotHeld) {
-		t.Fatalf("Release of a held lease, retried after a lost reply, says %v", err)
-	}
-	if err != nil {
-		t.Fatalf("Release = %v", err)
-	}
+	return err
 }
 
 // A nil *Lease, what a failed Acquire returns, never panics: "defer

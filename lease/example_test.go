@@ -105,6 +105,27 @@ func ExampleLease_Release() {
 	// lease: released
 }
 
+// A manager whose client never resends (MaxRetries -1) has no use for the
+// marker a release leaves so that a resent copy is answered as the first:
+// WithReleaseMemory(0) saves that write on every release.
+func ExampleWithReleaseMemory() {
+	client := redis.NewClient(&redis.Options{Addr: redisAddr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	defer client.Close()
+	m, err := lease.New(client, lease.WithReleaseMemory(0))
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+
+	ctx := context.Background()
+	l, err := m.Acquire(ctx, "thumbnail:42")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(l.Release(ctx))
+	// Output: <nil>
+}
+
 // A transfer between two accounts holds both, whatever order the caller
 // names them in: sets are taken in name order, so two transfers that share
 // an account never deadlock.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/tenure-go/tenure/internal/bridge"
 	"github.com/tenure-go/tenure/lease"
 	"github.com/tenure-go/tenure/tests/redistest"
 )
@@ -101,5 +102,56 @@ func waitFor(t *testing.T, within time.Duration, cond func() bool) {
 			t.Fatal("condition not met in time")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// WithReleaseMemory: how long a release's marker lives, bounded by the
+// lease's TTL, and none at all for 0.
+func TestReleaseMemoryMarker(t *testing.T) {
+	srv := redistest.Start(t)
+	c := srv.Client(t)
+	ctx := context.Background()
+	if _, err := lease.New(c, lease.WithReleaseMemory(-time.Second)); !errors.Is(err, lease.ErrInvalidOption) {
+		t.Fatalf("New with a negative release memory: %v, want ErrInvalidOption", err)
+	}
+	for _, tc := range []struct {
+		name    string
+		opts    []lease.Option
+		ttl     time.Duration
+		longest time.Duration // 0: no marker
+	}{
+		{"default", nil, time.Minute, 10 * time.Second},
+		{"default-short-ttl", nil, 3 * time.Second, 3 * time.Second},
+		{"2s", []lease.Option{lease.WithReleaseMemory(2 * time.Second)}, time.Minute, 2 * time.Second},
+		{"above-ttl", []lease.Option{lease.WithReleaseMemory(time.Hour)}, 4 * time.Second, 4 * time.Second},
+		{"none", []lease.Option{lease.WithReleaseMemory(0)}, time.Minute, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := newManager(t, c, append(tc.opts, lease.WithTTL(tc.ttl))...)
+			name := "memory-" + tc.name
+			for _, limit := range []int{0, 2} { // a lease, then a permit
+				var l *lease.Lease
+				var err error
+				if limit == 0 {
+					l, err = m.TryAcquire(ctx, name)
+				} else {
+					l, err = bridge.Get[*lease.Manager, *lease.Lease, lease.AcquireOption]().Permit(ctx, m, name, limit, 1, false, nil)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					t.Fatal(err)
+				}
+				marker := "tenure:{" + name + "}:retired:" + l.Token()
+				pttl := c.PTTL(ctx, marker).Val()
+				switch {
+				case tc.longest == 0 && pttl != -2*time.Nanosecond:
+					t.Fatalf("limit %d: a marker (PTTL %v) with no release memory", limit, pttl)
+				case tc.longest > 0 && (pttl <= 0 || pttl > tc.longest):
+					t.Fatalf("limit %d: marker PTTL %v, want in (0, %v]", limit, pttl, tc.longest)
+				}
+			}
+		})
 	}
 }

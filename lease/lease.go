@@ -320,9 +320,9 @@ func (l *Lease) item() backend.Item {
 	ttl := l.entry.TTL()
 	switch {
 	case l.permit:
-		return backend.Item{Name: l.name, Token: l.token, TTL: ttl, Permit: true, Permits: l.permits}
+		return backend.Item{Name: l.name, Token: l.token, TTL: ttl, Permit: true, Permits: l.permits, Memory: l.m.cfg.memory}
 	case l.owner == "":
-		return backend.Item{Name: l.name, Token: l.token, TTL: ttl}
+		return backend.Item{Name: l.name, Token: l.token, TTL: ttl, Memory: l.m.cfg.memory}
 	}
 	it := backend.Item{Name: l.name, Token: l.owner, TTL: ttl, Reentrant: true, Op: l.token}
 	l.mu.Lock()

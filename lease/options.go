@@ -11,6 +11,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/tenure-go/tenure/internal/backend"
 	"github.com/tenure-go/tenure/internal/keys"
 )
 
@@ -61,7 +62,8 @@ type config struct {
 	logger      *slog.Logger
 	opTimeout   time.Duration
 	hooks       Hooks
-	holder      string // WithHolder: appended to every lease's token
+	holder      string        // WithHolder: appended to every lease's token
+	memory      time.Duration // WithReleaseMemory, as backend.Item.Memory: 0 for the default
 
 	// Replica acknowledgement (WithReplicaAcks, replicas.go).
 	acks       int
@@ -389,6 +391,36 @@ func WithOpTimeout(d time.Duration) Option {
 			return fmt.Errorf("%w: op timeout must be positive, got %v", ErrInvalidOption, d)
 		}
 		c.opTimeout = d
+		return nil
+	})
+}
+
+// WithReleaseMemory sets how long the server remembers each release of the
+// manager's leases and permits (default 10s, never longer than the lease's
+// TTL): go-redis sends a command again when its reply is lost to a broken
+// connection or a timeout (up to its MaxRetries), and a release's copy is
+// then answered as the first was, from a marker key the release leaves,
+// P{N}:retired:<token>.
+//
+// 0 gives that promise up for a cheaper release: no marker is written (one
+// write fewer a cycle; bench/results/cost50.md measures it). A copy resent
+// after the first freed the name finds it gone, so Release returns an error
+// matching ErrNotHeld and ErrLost, and the manager logs a loss, although
+// the lease was released and nothing overlapped. Choose 0 only where that
+// error and that log line after a lost reply do not matter, or where the
+// client never resends (go-redis's MaxRetries -1). Reentrant locks always
+// remember their releases, whatever this says: an exit applied twice would
+// free the name under its owner. d must not be negative.
+func WithReleaseMemory(d time.Duration) Option {
+	return managerOption(func(c *config) error {
+		switch {
+		case d < 0:
+			return fmt.Errorf("%w: release memory must not be negative, got %v", ErrInvalidOption, d)
+		case d == 0:
+			c.memory = backend.Forget
+		default:
+			c.memory = d
+		}
 		return nil
 	})
 }

@@ -82,6 +82,15 @@ type Item struct {
 	// Count is how many entries of a reentrant lock Release takes back;
 	// 0 takes back all of the owner's.
 	Count int
+	// Memory is how long the server remembers a release of a lease or a
+	// permit, so that a copy of it resent after a lost reply is answered as
+	// the first was (a marker key, P{N}:retired:<op>): 0 means
+	// keys.RetiredFor, Forget means not at all, and it is never longer than
+	// TTL when TTL is known. Without the marker a resent copy finds the
+	// name gone and answers ErrNotHeld. A reentrant lock ignores it: its
+	// exits are always remembered, as applying one twice would free the
+	// name under its owner.
+	Memory time.Duration
 	// Op names one Release or Reenter, so that a copy resent after a lost
 	// reply is answered as the first was instead of applied twice. It must
 	// be unique among the name's requests. Empty means the lease's token for
@@ -97,6 +106,23 @@ func weight(k int) string {
 		return ""
 	}
 	return strconv.Itoa(k)
+}
+
+// Forget is Item.Memory for a release that is not remembered at all.
+const Forget time.Duration = -1
+
+// memory is how long the release of it is remembered once it frees the
+// name (release.lua's ARGV[2]); 0 for not at all.
+func (it Item) memory() time.Duration {
+	switch {
+	case it.Reentrant || it.Memory == 0:
+		return retiredFree(it.TTL)
+	case it.Memory < 0:
+		return 0
+	case it.TTL > 0 && it.TTL < it.Memory:
+		return it.TTL
+	}
+	return it.Memory
 }
 
 func (it Item) op() string {

@@ -43,6 +43,7 @@ func runContract(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"RenewNeverShortensAndComparesToken", contractRenew},
 		{"ReleaseComparesAndFrees", contractRelease},
 		{"ReleaseResentAnsweredAsTheFirst", contractReleaseResent},
+		{"ReleaseMemory", contractReleaseMemory},
 		{"AbandonBeforeAndAfterTheAcquire", contractAbandon},
 		{"RetiredTokensAreRefused", contractRetired},
 		{"ReentrantCounts", contractReentrant},
@@ -245,6 +246,86 @@ func contractReleaseResent(c contract) {
 	}
 	if !c.held(backend.Item{Name: "n", Token: "next"}) {
 		c.t.Fatal("a resent release took the next holder's lease")
+	}
+}
+
+// Item.Memory: a lease's or a permit's release remembered for a while, or
+// not at all (lease.WithReleaseMemory); a reentrant lock's exits always.
+func contractReleaseMemory(c contract) {
+	// Forgotten: the resent copy finds the name free, and then another's.
+	it := lease("f", "tok", time.Minute).Item()
+	it.Memory = backend.Forget
+	c.mustAcquire(lease("f", "tok", time.Minute))
+	if err := c.release(it)[0]; err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.release(it)[0]; !errors.Is(err, backend.ErrNotHeld) {
+		c.t.Fatalf("resent release, not remembered: %v, want ErrNotHeld", err)
+	}
+	c.mustAcquire(lease("f", "next", time.Minute))
+	if err := c.release(it)[0]; !errors.Is(err, backend.ErrNotHeld) {
+		c.t.Fatalf("release resent after another holder came, not remembered: %v, want ErrNotHeld", err)
+	}
+	if !c.held(backend.Item{Name: "f", Token: "next"}) {
+		c.t.Fatal("a resent release took the next holder's lease")
+	}
+
+	// A permit, forgotten.
+	c.mustAcquire(permit("p", "p1", 2))
+	pit := permit("p", "p1", 2).Item()
+	pit.Memory = backend.Forget
+	if err := c.release(pit)[0]; err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.release(pit)[0]; !errors.Is(err, backend.ErrNotHeld) {
+		c.t.Fatalf("resent permit release, not remembered: %v, want ErrNotHeld", err)
+	}
+
+	// A reentrant lock ignores it: an inner exit applied twice would free
+	// the name under its owner.
+	req := backend.Request{Name: "r", Token: "req", TTL: time.Minute, Owner: "alice"}
+	c.mustAcquire(req)
+	enter := req.Item()
+	enter.Op = "enter-1"
+	if n, err := c.be.Reenter(c.ctx, enter); err != nil || n != 2 {
+		c.t.Fatalf("reenter: %d %v, want 2", n, err)
+	}
+	exit := req.Item()
+	exit.Op, exit.Count, exit.Memory = "exit-1", 1, backend.Forget
+	for range 2 {
+		if err := c.release(exit)[0]; err != nil {
+			c.t.Fatalf("inner exit (and its copy): %v", err)
+		}
+	}
+	if !c.held(req.Item()) {
+		c.t.Fatal("a resent inner exit freed the name, though reentrant locks always remember")
+	}
+	final := req.Item()
+	final.Op, final.Memory = "exit-2", backend.Forget
+	for range 2 {
+		if err := c.release(final)[0]; err != nil {
+			c.t.Fatalf("final release (and its copy), remembered whatever Memory says: %v", err)
+		}
+	}
+
+	// Remembered briefly: answered at first, then forgotten.
+	short := lease("s", "tok", time.Minute).Item()
+	short.Memory = 50 * time.Millisecond
+	c.mustAcquire(lease("s", "tok", time.Minute))
+	if err := c.release(short)[0]; err != nil {
+		c.t.Fatal(err)
+	}
+	if err := c.release(short)[0]; err != nil {
+		c.t.Fatalf("release resent at once, remembered 50ms: %v, want nil", err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		err := c.release(short)[0]
+		if errors.Is(err, backend.ErrNotHeld) {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			c.t.Fatalf("a release remembered 50ms still answered after 30s: %v", err)
+		}
 	}
 }
 

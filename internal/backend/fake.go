@@ -498,6 +498,8 @@ func (f *Fake) release(it Item) error {
 		return nil
 	}
 	delete(f.keys, it.Name)
-	f.mark(it.Name, op, retiredFree(it.TTL), 0)
+	if d := it.memory(); d > 0 {
+		f.mark(it.Name, op, d, 0)
+	}
 	return nil
 }

@@ -211,7 +211,9 @@ func (f *Fake) releasePermit(it Item, now time.Time) error {
 	if !p.expiry.After(now) {
 		return ErrNotHeld
 	}
-	f.mark(it.Name, op, retiredFree(it.TTL), 0)
+	if d := it.memory(); d > 0 {
+		f.mark(it.Name, op, d, 0)
+	}
 	return nil
 }
 

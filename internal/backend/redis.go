@@ -353,7 +353,7 @@ func (r *Redis) ReleaseOne(ctx context.Context, it Item) error {
 // passes two arguments, which keeps the common release small.
 func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 	keys := r.layout.ReleaseKeys(it.Name, it.op())
-	free := msArg(&r.freeArg, retiredFree(it.TTL))
+	free := msArg(&r.freeArg, it.memory())
 	switch {
 	case it.Permit:
 		if k := weight(it.Permits); k != "" {

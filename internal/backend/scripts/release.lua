@@ -7,7 +7,9 @@
 -- ARGV[1]  a lease's token, a reentrant lock's owner, or a permit's token
 -- ARGV[2]  how long to remember a release that frees the name, in
 --          milliseconds: no longer than the lease's TTL, so that no key of a
---          name outlives its last holder by more than a TTL (S6)
+--          name outlives its last holder by more than a TTL (S6); '0' for a
+--          lease or a permit whose manager asked for no memory
+--          (lease.WithReleaseMemory(0)): no marker is written
 -- ARGV[3]  absent for a lease; 'z' for a semaphore's permit; for a
 --          reentrant lock, how many entries of the owner to take back, '0'
 --          for all of them
@@ -53,7 +55,9 @@ if ARGV[3] == 'z' then
   if tonumber(score) <= now_ms then
     return 0
   end
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  if ARGV[2] ~= '0' then
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  end
   publish(KEYS[1] .. ':released')
   return 1
 end

@@ -14,7 +14,9 @@ if not ARGV[3] then
     return redis.call('EXISTS', KEYS[2])
   end
   redis.call('DEL', KEYS[1])
-  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  if ARGV[2] ~= '0' then
+    redis.call('SET', KEYS[2], '1', 'PX', ARGV[2])
+  end
   publish(KEYS[1] .. ':released')
   return 1
 end
