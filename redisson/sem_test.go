@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -244,8 +245,15 @@ func testSemReleaseErrors(t *testing.T, c redis.UniversalClient) {
 	if err := sem.Release(ctx, "00112233445566778899aabbccddeeff"); !errors.Is(err, lease.ErrNotHeld) {
 		t.Fatalf("release of an id never taken: %v", err)
 	}
-	if err := sem.Release(ctx, "not hex"); !errors.Is(err, lease.ErrNotHeld) {
+	// What is no id is refused as such, before any round trip.
+	if err := sem.Release(ctx, "not hex"); !errors.Is(err, lease.ErrNotHeld) || !strings.Contains(err.Error(), "is no permit id") {
 		t.Fatalf("release of no id: %v", err)
+	}
+	if err := sem.ReleaseIDs(ctx, "00112233445566778899aabbccddeeff", "not hex"); !errors.Is(err, lease.ErrNotHeld) || !strings.Contains(err.Error(), `"not hex" is no permit id; none was released`) {
+		t.Fatalf("ReleaseIDs with no id among them: %v", err)
+	}
+	if _, err := sem.LeaseTime(ctx, ""); !errors.Is(err, lease.ErrNotHeld) || !strings.Contains(err.Error(), "is no permit id") {
+		t.Fatalf("LeaseTime of no id: %v", err)
 	}
 	p, err := sem.TryAcquire(ctx, 0)
 	if err != nil {

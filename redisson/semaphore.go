@@ -205,9 +205,9 @@ func (s *PermitSemaphore) Release(ctx context.Context, id string) error {
 	if s.err != nil {
 		return s.err
 	}
-	raw, err := hex.DecodeString(id)
-	if err != nil || len(raw) == 0 {
-		return fmt.Errorf("%w: %q: permit %q is no permit id", lease.ErrNotHeld, s.name, id)
+	raw, err := s.permitID(id)
+	if err != nil {
+		return err
 	}
 	n, err := s.release(ctx, raw)
 	if err == nil {
@@ -268,6 +268,17 @@ func (s *PermitSemaphore) ReleaseIDs(ctx context.Context, ids ...string) error {
 	return nil
 }
 
+// permitID returns the bytes of a permit id given as text (Java's lowercase
+// hex; any case is read), or an error wrapping lease.ErrNotHeld: what is no
+// id names no permit taken.
+func (s *PermitSemaphore) permitID(id string) ([]byte, error) {
+	raw, err := hex.DecodeString(id)
+	if err != nil || len(raw) == 0 {
+		return nil, fmt.Errorf("%w: %q: permit %q is no permit id", lease.ErrNotHeld, s.name, id)
+	}
+	return raw, nil
+}
+
 // decodeIDs returns the bytes of ReleaseIDs' ids, or why they are none to
 // release.
 func (s *PermitSemaphore) decodeIDs(ids []string) ([][]byte, error) {
@@ -277,9 +288,9 @@ func (s *PermitSemaphore) decodeIDs(ids []string) ([][]byte, error) {
 	raws := make([][]byte, len(ids))
 	seen := make(map[string]bool, len(ids))
 	for i, id := range ids {
-		raw, err := hex.DecodeString(id)
-		if err != nil || len(raw) == 0 {
-			return nil, fmt.Errorf("%w: %q: permit %q is no permit id; none was released", lease.ErrNotHeld, s.name, id)
+		raw, err := s.permitID(id)
+		if err != nil {
+			return nil, fmt.Errorf("%w; none was released", err)
 		}
 		if seen[string(raw)] {
 			return nil, invalid("permit %s given twice", id)
@@ -303,9 +314,9 @@ func (s *PermitSemaphore) LeaseTime(ctx context.Context, id string) (time.Durati
 	if s.err != nil {
 		return 0, s.err
 	}
-	raw, err := hex.DecodeString(id)
-	if err != nil || len(raw) == 0 {
-		return 0, fmt.Errorf("%w: %q: permit %q is no permit id", lease.ErrNotHeld, s.name, id)
+	raw, err := s.permitID(id)
+	if err != nil {
+		return 0, err
 	}
 	keys := []string{s.raw, s.timeouts, s.channel}
 	left, err := semLeaseScript.Run(ctx, s.c.c, keys, raw, foreverMs, time.Now().UnixMilli(), s.c.publish).Int64()
