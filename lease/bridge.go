@@ -156,7 +156,7 @@ func (l *Lease) exit(ctx context.Context) error {
 	if err := l.Err(); err != nil {
 		return fmt.Errorf("%w: %q: %w", ErrNotHeld, l.name, bare(err))
 	}
-	item := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Count: 1, Op: newToken()}
+	item := backend.Item{Name: l.name, Token: l.owner, Reentrant: true, Count: 1, Op: newToken(), Fence: l.fence}
 	var err error
 	if l.m.direct(ctx) {
 		err = l.m.releaseNow(ctx, item)

@@ -324,7 +324,7 @@ func (l *Lease) item() backend.Item {
 	case l.owner == "":
 		return backend.Item{Name: l.name, Token: l.token, TTL: ttl, Memory: l.m.cfg.memory}
 	}
-	it := backend.Item{Name: l.name, Token: l.owner, TTL: ttl, Reentrant: true, Op: l.token}
+	it := backend.Item{Name: l.name, Token: l.owner, TTL: ttl, Reentrant: true, Op: l.token, Fence: l.fence}
 	l.mu.Lock()
 	it.Count = int(l.depth)
 	l.mu.Unlock()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -160,6 +161,55 @@ func TestLostUnlockKeepsANewHold(t *testing.T) {
 	})
 }
 
+// TestUnlockOfAnExpiredHoldKeepsTheNextHold: a Lock's hold expires on the
+// server as well (no renewal), and the owner, shared, takes the name again:
+// a new hold, a new fence. The expired Lock's Unlock, which still sends its
+// release, and its inner Unlock, must take back nothing of the new hold:
+// had they, the name would be free, or its count short, under the new
+// holder. On a real server, whose fences and TTLs are its own.
+func TestUnlockOfAnExpiredHoldKeepsTheNextHold(t *testing.T) {
+	srv := redistest.Start(t)
+	raw := srv.Client(t)
+	k1 := reentrant.New(newManager(t, srv.Client(t)))
+	k2 := reentrant.New(newManager(t, srv.Client(t)))
+	ctx := reentrant.WithOwner(context.Background(), "job-7")
+	old, err := k1.Lock(ctx, "ledger", lease.WithTTL(200*time.Millisecond), lease.WithAutoRenew(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, err := k1.Lock(old.Context(), "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-old.Done()
+	for deadline := time.Now().Add(30 * time.Second); raw.Exists(ctx, "tenure:{ledger}").Val() != 0; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a key of 200ms still there after 30s")
+		}
+	}
+	anew, err := k2.Lock(ctx, "ledger")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if anew.Fence() <= old.Fence() {
+		t.Fatalf("fences %d then %d", old.Fence(), anew.Fence())
+	}
+	_ = inner.Unlock(context.Background())
+	_ = old.Unlock(context.Background())
+	if got := count(t, raw, "ledger", "job-7"); got != 1 || anew.Err() != nil {
+		t.Fatalf("after the expired hold's Unlocks: count %d, new hold's Err %v; want 1 and nil", got, anew.Err())
+	}
+	if _, err := reentrant.New(newManager(t, srv.Client(t))).TryLock(context.Background(), "ledger"); !errors.Is(err, lease.ErrNotAcquired) {
+		t.Fatalf("another owner, under the new hold: %v, want ErrNotAcquired", err)
+	}
+	if err := anew.Unlock(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if raw.Exists(context.Background(), "tenure:{ledger}").Val() != 0 {
+		t.Fatal("the key outlived its last Lock")
+	}
+}
+
 // Issue 47, item 2: every entry and exit is applied once, whatever is
 // resent or taken back.
 
@@ -248,9 +298,24 @@ func script(nkeys int, part string) func(args []any) bool {
 
 var (
 	acquireCmd = script(5, ":queue:expiry") // acquire.lua
-	reenterCmd = script(3, ":fence")        // reenter.lua
-	releaseCmd = script(2, ":retired:")     // release.lua (renew.lua's second key is the fence)
+	// reenter.lua, and a reentrant lock's release.lua, both have the keys
+	// lock, marker and fence: reenter.lua has 3 arguments after them,
+	// release.lua 5 (the last the hold's fence).
+	reenterCmd = withArgs(script(3, ":fence"), 3)
+	releaseCmd = withArgs(script(3, ":fence"), 5)
 )
+
+// withArgs narrows a script matcher to commands with n arguments after the
+// keys.
+func withArgs(match func(args []any) bool, n int) func(args []any) bool {
+	return func(args []any) bool {
+		if !match(args) {
+			return false
+		}
+		nkeys, _ := strconv.Atoi(fmt.Sprint(args[2]))
+		return len(args) == 3+nkeys+n
+	}
+}
 
 func faultyClient(t *testing.T, srv *redistest.Server) (*redis.Client, *faults) {
 	c := srv.Client(t)

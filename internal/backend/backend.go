@@ -91,6 +91,12 @@ type Item struct {
 	// exits are always remembered, as applying one twice would free the
 	// name under its owner.
 	Memory time.Duration
+	// Fence is, for a reentrant lock's Release, the fence of the hold the
+	// release belongs to: while the name's fencing counter says another
+	// hold (the owner's hold expired, and the owner, shared, took the name
+	// again), the release is refused with ErrNotHeld, instead of taking
+	// back the new hold's entries. 0 means not checked.
+	Fence int64
 	// Op names one Release or Reenter, so that a copy resent after a lost
 	// reply is answered as the first was instead of applied twice. It must
 	// be unique among the name's requests. Empty means the lease's token for

@@ -3,6 +3,7 @@ package backend_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -49,6 +50,7 @@ func runContract(t *testing.T, newBackend func(t *testing.T) backend.Backend) {
 		{"ReentrantCounts", contractReentrant},
 		{"ReentrantResentExitAndEntry", contractReentrantResent},
 		{"ReentrantEntriesOnce", contractReentrantEntriesOnce},
+		{"ReentrantReleaseOfAnOlderHold", contractReentrantOlderHold},
 		{"ExpiryFreesTheName", contractExpiry},
 		{"FairQueue", contractFair},
 		{"FairAbandonLeavesTheQueue", contractFairAbandon},
@@ -453,6 +455,54 @@ func contractReentrantResent(c contract) {
 	}
 	if !c.held(req.Item()) {
 		c.t.Fatal("a resent inner exit freed the name")
+	}
+}
+
+// contractReentrantOlderHold: an owner's hold expires and the owner (shared
+// by another locker) takes the name again, a new hold with a new fence. A
+// release of the old hold, inner exit or final, arriving now (a Lock lost
+// to expiry still sends its release) is refused: it would take back the new
+// hold's entries and free the name under its holder.
+func contractReentrantOlderHold(c contract) {
+	old := backend.Request{Name: "r", Token: "old", TTL: 100 * time.Millisecond, Owner: "alice"}
+	f1 := c.mustAcquire(old).Fence
+	for deadline := time.Now().Add(30 * time.Second); c.held(old.Item()); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			c.t.Fatal("a hold of 100ms still held after 30s")
+		}
+	}
+	anew := backend.Request{Name: "r", Token: "new", TTL: time.Minute, Owner: "alice"}
+	f2 := c.mustAcquire(anew).Fence
+	if f2 <= f1 {
+		c.t.Fatalf("fences %d then %d", f1, f2)
+	}
+	enter := anew.Item()
+	enter.Op = "enter-new"
+	if n, err := c.be.Reenter(c.ctx, enter); err != nil || n != 2 {
+		c.t.Fatalf("reenter: %d %v, want 2", n, err)
+	}
+	for _, count := range []int{1, 0} { // an inner exit, then the final release
+		late := old.Item()
+		late.Op, late.Count, late.Fence = fmt.Sprintf("old-exit-%d", count), count, f1
+		if err := c.release(late)[0]; !errors.Is(err, backend.ErrNotHeld) {
+			c.t.Fatalf("release (count %d) of the expired hold of fence %d under the hold of fence %d: %v, want ErrNotHeld", count, f1, f2, err)
+		}
+	}
+	exit := anew.Item()
+	exit.Op, exit.Count, exit.Fence = "exit-new", 1, f2
+	if err := c.release(exit)[0]; err != nil {
+		c.t.Fatalf("inner exit of the new hold: %v", err)
+	}
+	if !c.held(anew.Item()) {
+		c.t.Fatal("the new hold's inner exit freed the name: an older release took an entry")
+	}
+	final := anew.Item()
+	final.Op, final.Fence = "final-new", f2
+	if err := c.release(final)[0]; err != nil {
+		c.t.Fatalf("final release of the new hold: %v", err)
+	}
+	if c.held(anew.Item()) {
+		c.t.Fatal("held after the new hold's final release")
 	}
 }
 

@@ -363,7 +363,10 @@ func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 	case !it.Reentrant:
 		return keys, argsOf(it.Token, free)
 	}
-	return keys, argsOf(it.Token, free, strconv.Itoa(it.Count), ms(retiredFor))
+	if it.Fence == 0 {
+		return keys, argsOf(it.Token, free, strconv.Itoa(it.Count), ms(retiredFor))
+	}
+	return append(keys, r.layout.Fence(it.Name)), argsOf(it.Token, free, strconv.Itoa(it.Count), ms(retiredFor), strconv.FormatInt(it.Fence, 10))
 }
 
 // pipelined sends script once per item with EVALSHA in one pipeline, and

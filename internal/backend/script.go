@@ -231,15 +231,18 @@ func isSHA1(s string) bool {
 	return true
 }
 
-// scriptArgs are a script's arguments after its keys, at most four, held
+// scriptArgs are a script's arguments after its keys, at most five, held
 // by value so that building them allocates nothing.
 type scriptArgs struct {
-	v [4]any
+	v [5]any
 	n int
 }
 
 func argsOf(v ...any) scriptArgs {
 	var a scriptArgs
+	if len(v) > len(a.v) {
+		panic("backend: more script arguments than scriptArgs holds")
+	}
 	a.n = copy(a.v[:], v)
 	return a
 }

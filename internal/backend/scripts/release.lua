@@ -3,7 +3,9 @@
 -- KEYS[1]  the lock key, P{N}; the name's release channel is KEYS[1] ..
 --          ':released' (internal/keys: Channel), a channel and not a key
 -- KEYS[2]  this release's marker, P{N}:retired:<op>
--- KEYS[3]  for a semaphore's permit only: P{N}:permits (permit.lua)
+-- KEYS[3]  for a semaphore's permit: P{N}:permits (permit.lua); for a
+--          reentrant lock when ARGV[5] is given: the fencing counter,
+--          P{N}:fence
 -- ARGV[1]  a lease's token, a reentrant lock's owner, or a permit's token
 -- ARGV[2]  how long to remember a release that frees the name, in
 --          milliseconds: no longer than the lease's TTL, so that no key of a
@@ -17,6 +19,8 @@
 --          leaves the owner holding the name (an inner exit), in ms; for a
 --          permit, k, how many permits the token holds (permit.lua's
 --          ARGV[6]), all released together; absent for 1
+-- ARGV[5]  for a reentrant lock, the fence of the hold the release
+--          belongs to; absent: not checked
 --
 -- Returns  1 when ARGV[1] held the name: a lease is deleted; a reentrant
 --            lock's owner count goes down, and at zero the owner's field goes,
@@ -68,6 +72,20 @@ end
 local done = redis.call('GET', KEYS[2])
 if done and string.sub(done, 1, 1) ~= 'e' then
   return 1
+end
+-- An owner may be shared (a lock's context carries it): its hold can
+-- expire and the owner take the name again, a new hold with a new fence,
+-- before a release of the old hold arrives (a lock lost to expiry still
+-- sends its release; an unanswered exit is sent again). Applied, it would
+-- take back the new hold's entries and could free the name under it. The
+-- counter holds the current hold's fence while the hold lives (acquire.lua,
+-- renewals and reenter.lua keep it at least as long); when it is gone
+-- there is no telling, and the release goes on as before.
+if ARGV[5] then
+  local cur = tonumber(redis.call('GET', KEYS[3]) or '')
+  if cur and cur ~= tonumber(ARGV[5]) then
+    return 0
+  end
 end
 local count = redis.pcall('HGET', KEYS[1], ARGV[1])
 if type(count) ~= 'string' then
