@@ -133,7 +133,7 @@ func floorVariants() []floorVariant {
 				return []string{l.Lease(name), l.Fence(name), l.Retired(name, tok), l.Queue(name)}
 			})},
 		{Name: "tenure TryAcquire + Release", Note: "lease.Manager with the library's acquire.lua and release.lua, no waiters",
-			new: k.tenure},
+			new: k.tenure()},
 		{Name: "script(SET NX PX) + tenure's release.lua", Note: "tenure's release side alone: variant 2's acquire, then the library's release.lua (GET, compare, DEL, SET marker PX, PUBLISH); compare with 2",
 			new: k.release},
 		{Name: "tenure's acquire.lua + compare-and-delete", Note: "tenure's acquire side alone: the library's acquire.lua (the commands of 4, in the library's script), then compare-and-delete; compare with 4",
@@ -141,7 +141,7 @@ func floorVariants() []floorVariant {
 		{Name: "tenure before issue 50: its acquire.lua + release.lua", Note: "the library's scripts of commit 33b741b (bench/legacy50), on the same keys; compare with 5",
 			new: k.legacy},
 		{Name: "tenure TryAcquire + Release, WithReleaseMemory(0)", Note: "variant 5 without the release's marker (SET PX): a release resent after a lost reply answers ErrNotHeld; compare with 5",
-			new: k.tenureWith(noReleaseMemory()...)},
+			new: k.tenure(noReleaseMemory()...)},
 	}
 }
 
@@ -210,13 +210,9 @@ func (k *floorKit) scripted(src string, keysOf func(name, tok string) []string) 
 	}
 }
 
-// tenure is variant 5: the library's whole cycle.
-func (k *floorKit) tenure(c *redis.Client) (floorCycle, func() error, error) {
-	return k.tenureWith()(c)
-}
-
-// tenureWith is variant 5 on a manager with opts as well.
-func (k *floorKit) tenureWith(opts ...lease.Option) func(c *redis.Client) (floorCycle, func() error, error) {
+// tenure is variant 5, the library's whole cycle, on a manager with opts
+// (variant 9's).
+func (k *floorKit) tenure(opts ...lease.Option) func(c *redis.Client) (floorCycle, func() error, error) {
 	return func(c *redis.Client) (floorCycle, func() error, error) {
 		m, err := lease.New(c, append([]lease.Option{lease.WithTTL(floorTTL), lease.WithLogger(quietLogger)}, opts...)...)
 		if err != nil {

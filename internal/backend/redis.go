@@ -363,10 +363,12 @@ func (r *Redis) releaseArgs(it Item) ([]string, scriptArgs) {
 	case !it.Reentrant:
 		return keys, argsOf(it.Token, free)
 	}
-	if it.Fence == 0 {
-		return keys, argsOf(it.Token, free, strconv.Itoa(it.Count), ms(retiredFor))
+	args := argsOf(it.Token, free, strconv.Itoa(it.Count), ms(retiredFor))
+	if it.Fence != 0 {
+		keys = append(keys, r.layout.Fence(it.Name))
+		args.add(strconv.FormatInt(it.Fence, 10))
 	}
-	return append(keys, r.layout.Fence(it.Name)), argsOf(it.Token, free, strconv.Itoa(it.Count), ms(retiredFor), strconv.FormatInt(it.Fence, 10))
+	return keys, args
 }
 
 // pipelined sends script once per item with EVALSHA in one pipeline, and

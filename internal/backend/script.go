@@ -240,11 +240,19 @@ type scriptArgs struct {
 
 func argsOf(v ...any) scriptArgs {
 	var a scriptArgs
-	if len(v) > len(a.v) {
+	for _, x := range v {
+		a.add(x)
+	}
+	return a
+}
+
+// add appends v; more than scriptArgs holds is a bug of ours, never input.
+func (a *scriptArgs) add(v any) {
+	if a.n == len(a.v) {
 		panic("backend: more script arguments than scriptArgs holds")
 	}
-	a.n = copy(a.v[:], v)
-	return a
+	a.v[a.n] = v
+	a.n++
 }
 
 func (a *scriptArgs) slice() []any { return a.v[:a.n] }
