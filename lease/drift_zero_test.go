@@ -2,6 +2,7 @@ package lease_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -21,7 +22,9 @@ import (
 // time from the request's send to its execution. The independent suite saw
 // one such take over 768 on Redis 8.0.2 under load, 133 µs early; the same
 // check here, on every server CI runs, has found none (the smallest margin
-// is logged). A server-side time earlier than the client's send would show
+// is logged). An acquisition answered after its whole TTL (a loaded
+// machine) has no deadline to check and is counted, not failed; more than
+// half of them would leave too little checked. A server-side time earlier than the client's send would show
 // here as a failure; a take-over measured from when the other client
 // called, rather than from its answer, can look early by a round trip.
 func TestNoOneTakesANameBeforeTheLocalDeadline(t *testing.T) {
@@ -33,9 +36,17 @@ func TestNoOneTakesANameBeforeTheLocalDeadline(t *testing.T) {
 	defer cancel()
 	least := time.Hour
 	const tries = 256
+	late := 0
 	for i := range tries {
 		name := fmt.Sprint("edge", i)
 		l, err := m.TryAcquire(ctx, name, lease.WithAutoRenew(false))
+		if errors.Is(err, lease.ErrNotAcquired) {
+			// Won, but answered after its 10.99 ms were spent (a loaded
+			// machine): the manager gives it back, and there is no
+			// deadline to check. CI's Redis 8 run met one.
+			late++
+			continue
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,5 +65,8 @@ func TestNoOneTakesANameBeforeTheLocalDeadline(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d takes, none before the local deadline; the smallest margin after it: %v", tries, least)
+	if late > tries/2 {
+		t.Fatalf("%d of %d acquisitions answered after their TTL: too few takes checked", late, tries)
+	}
+	t.Logf("%d takes, none before the local deadline; the smallest margin after it: %v (%d acquisitions answered too late to check)", tries-late, least, late)
 }
